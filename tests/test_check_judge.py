@@ -1,0 +1,237 @@
+"""judge() on recorded facts (tests/fixtures/check_facts/*.json, written from published specs),
+plus the version and YAML helpers. In-process: the script is imported from its path."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from fakeenv import SCRIPT
+
+FIXTURES = Path(__file__).parent / "fixtures" / "check_facts"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("check_optional_backends", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+cob = load_script()
+
+
+def facts(name):
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def statuses(name_or_facts):
+    data = facts(name_or_facts) if isinstance(name_or_facts, str) else name_or_facts
+    return {k: v["status"] for k, v in cob.judge(data)["backends"].items()}
+
+
+R, D, N, U = "ready", "degraded", "not_installed", "unavailable"
+EXPECTED = {
+    # fmt: off
+    #                  vllm deepspeed fsdp2 cp ulysses peft qlora liger unsloth kernels fa bf16 nccl
+    "h100_8x_nvlink": (R, R, R, R, R, R, R, R, N, R, R, R, R),
+    "a100_40gb": (R, R, D, U, U, R, R, R, N, R, R, R, R),
+    "a100_80gb_4x": (R, R, R, R, R, R, R, R, N, R, R, R, R),
+    "l4": (R, R, D, U, U, R, R, R, N, R, R, R, R),
+    "t4": (R, R, D, U, U, R, R, R, N, R, U, D, R),
+    "v100_8x": (R, R, R, R, R, R, D, R, N, R, U, D, R),
+    "a100_mig_slice": (R, R, D, U, U, R, R, R, N, R, R, R, D),
+    "rtx4090_2x": (R, N, R, R, N, R, R, R, N, R, R, R, R),
+    "mi300x_8x": (R, R, R, D, D, R, N, R, N, N, N, R, R),
+    "apple_m3_mps": (U, U, U, U, U, R, U, U, U, N, U, R, U),
+    "cpu_only": (U, U, U, U, U, R, N, U, U, N, U, D, U),
+    # fmt: on
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_verdicts(name):
+    assert tuple(statuses(name).values()) == EXPECTED[name], statuses(name)
+
+
+def test_every_fixture_is_covered():
+    assert {p.stem for p in FIXTURES.glob("*.json")} == set(EXPECTED)
+
+
+def test_judge_is_pure():
+    data = facts("h100_8x_nvlink")
+    before = copy.deepcopy(data)
+    first, second = cob.judge(data), cob.judge(data)
+    assert first == second and data == before
+
+
+def reasons(data, backend):
+    verdict = cob.judge(data)["backends"][backend]
+    return verdict, " | ".join(verdict["reasons"])
+
+
+def test_t4_and_v100_reasons_name_the_hardware_gate():
+    verdict, text = reasons(facts("t4"), "flash_attn")
+    assert "lowest visible compute capability 7.5" in text and "FlashAttention-2" in text
+    assert verdict["next_step"] == 'keep attn_implementation="sdpa"' or "sdpa" in text
+    verdict, text = reasons(facts("v100_8x"), "bf16")
+    assert "emulation" in text and verdict["next_step"] == "set fp16=True, bf16=False"
+    verdict, text = reasons(facts("v100_8x"), "qlora")
+    assert "7.5" in text
+
+
+def test_fa3_on_ampere_is_degraded_and_fa4_unavailable():
+    data = facts("a100_40gb")
+    del data["packages"]["flash-attn"]
+    data["packages"]["flash-attn-3"] = {"installed": True, "version": "3.0.0b1", "location": "/x"}
+    assert statuses(data)["flash_attn"] == D
+    data["packages"]["flash-attn-4"] = {"installed": True, "version": "4.0.0", "location": "/x"}
+    assert statuses(data)["flash_attn"] == U
+    h100 = facts("h100_8x_nvlink")
+    h100["packages"]["flash-attn-4"] = {"installed": True, "version": "4.0.0", "location": "/x"}
+    assert statuses(h100)["flash_attn"] == R
+
+
+def test_version_gates_from_the_rules_table():
+    data = facts("h100_8x_nvlink")
+    data["packages"]["deepspeed"]["version"] = "0.18.3"
+    data["packages"]["liger-kernel"]["version"] = "0.8.1"
+    data["packages"]["kernels"]["version"] = "0.19.0"
+    data["packages"]["torch"]["version"] = "2.5.1+cu124"
+    result = statuses(data)
+    assert result["deepspeed"] == D  # TRL extra wants 0.18.6; still runs
+    assert result["ulysses"] == D  # >= 0.18.2 for accelerate's SP, < 0.18.6 for TRL
+    assert result["liger"] == U
+    assert result["kernels"] == U
+    assert result["fsdp2"] == U and result["context_parallel"] == U
+    data["packages"]["deepspeed"]["version"] = "0.17.0"
+    assert statuses(data)["ulysses"] == U
+
+
+def test_liger_nightly_counts_as_liger():
+    data = facts("h100_8x_nvlink")
+    del data["packages"]["liger-kernel"]
+    data["packages"]["liger-kernel-nightly"] = {
+        "installed": True,
+        "version": "0.8.3.dev20261101",
+        "location": "/x",
+    }
+    assert statuses(data)["liger"] == R
+
+
+def test_torch_cpu_build_and_old_driver_on_gpu_box():
+    data = facts("h100_8x_nvlink")
+    data["torch_build"].update(cuda=None, variant="cpu", version="2.10.0+cpu")
+    verdict, text = reasons(data, "nccl")
+    assert verdict["status"] == U and "cpu build" in text
+    data = facts("h100_8x_nvlink")
+    data["torch_build"]["cuda"] = "13.0"
+    data["accelerators"]["cuda_driver_version"] = "12.4"
+    verdict, text = reasons(data, "fsdp2")
+    assert verdict["status"] == U and "driver supports CUDA 12.4" in text
+
+
+def test_vllm_torch_pin_from_metadata():
+    data = facts("h100_8x_nvlink")
+    data["packages"]["vllm"]["requires"] = [
+        {"name": "torch", "specifier": "==2.9.0", "extra": None},
+        {"name": "transformers", "specifier": ">=4.56.0", "extra": None},
+    ]
+    verdict, text = reasons(data, "vllm")
+    assert verdict["status"] == U
+    assert "requires torch==2.9.0, installed torch 2.10.0+cu128" in text
+
+
+def test_import_failure_overrides_ready():
+    data = facts("h100_8x_nvlink")
+    data["packages"]["flash-attn"]["import"] = {
+        "status": "error",
+        "detail": "ImportError: flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDevice",
+        "seconds": 1.2,
+    }
+    verdict, text = reasons(data, "flash_attn")
+    assert verdict["status"] == U and "undefined symbol" in text
+    assert "reinstall flash-attn" in verdict["next_step"]
+
+
+def test_mps_bf16_needs_macos_14():
+    data = facts("apple_m3_mps")
+    data["platform"]["mac_version"] = "13.6"
+    assert statuses(data)["bf16"] == U
+
+
+def test_vllm_server_facts_feed_the_vllm_verdict():
+    data = facts("h100_8x_nvlink")
+    base = {"url": "http://h:8000", "health": 200, "models": ["m"], "server_info_status": 404}
+    data["vllm_server"] = dict(base, dev_mode=False)
+    verdict, text = reasons(data, "vllm")
+    assert verdict["status"] == D and "VLLM_SERVER_DEV_MODE=1" in verdict["next_step"]
+    data["vllm_server"] = dict(base, server_info_status=200, dev_mode=True)
+    data["vllm_server"]["weight_transfer_config"] = None
+    verdict, _ = reasons(data, "vllm")
+    assert "--weight-transfer-config" in verdict["next_step"]
+    data["vllm_server"]["weight_transfer_config"] = {"backend": "nccl"}
+    data["vllm_server"]["logprobs_mode"] = "processed_logprobs"
+    assert reasons(data, "vllm")[0]["status"] == R
+
+
+def test_accelerate_config_problems_against_devices():
+    data = facts("t4")
+    data["config"]["values"] = {"distributed_type": "MULTI_GPU", "num_processes": 8}
+    data["config"]["values"]["mixed_precision"] = "bf16"
+    problems = cob.judge(data)["config_problems"]
+    assert any("num_processes: 8 but 1 GPU(s) visible" in p for p in problems)
+    assert any("mixed_precision: bf16" in p for p in problems)
+    data = facts("h100_8x_nvlink")
+    data["config"]["values"] = {"distributed_type": "NO", "mixed_precision": "fp8"}
+    problems = cob.judge(data)["config_problems"]
+    assert any("nn.DataParallel" in p for p in problems)
+    assert not any("fp8" in p for p in problems)
+    data["config"]["values"] = {
+        "distributed_type": "FSDP",
+        "num_processes": 8,
+        "fsdp_config": {"fsdp_version": 2, "fsdp_reshard_after_forward": "true"},
+    }
+    assert cob.judge(data)["config_problems"] == []
+
+
+@pytest.mark.parametrize(
+    ("version", "spec", "expected"),
+    [
+        ("0.31.0", ">=0.22.0,<=0.31.0", True),
+        ("0.31.0.post1", "<=0.31.0", False),
+        ("0.31.0rc1", ">=0.31.0", False),
+        ("0.31.0.dev0", "<0.31.0rc1", True),
+        ("1.16.0", "==1.16.*", True),
+        ("1.17.0", "!=1.16.*", True),
+        ("0.18.2", ">=0.18.2,<0.19.0", True),
+        ("0.19", ">=0.18.2,<0.19.0", False),
+        ("2.4.1", "~=2.4", True),
+        ("3.0", "~=2.4", False),
+        ("garbage", ">=1", None),
+    ],
+)
+def test_version_satisfies(version, spec, expected):
+    assert cob.version_satisfies(version, spec) is expected
+
+
+def test_builtin_yaml_parser_reads_trl_shipped_configs():
+    import yaml
+
+    shipped = sorted((Path(yaml.__file__).parents[1] / "trl" / "accelerate_configs").glob("*.yaml"))
+    assert len(shipped) >= 7
+    for path in shipped:
+        assert cob.parse_flat_yaml(path.read_text()) == yaml.safe_load(path.read_text()), path.name
+
+
+def test_rules_table_is_well_formed():
+    for rule in cob.RULES:
+        assert rule.backend in cob.BACKEND_NAMES
+        assert rule.severity in ("degraded", "unavailable")
+        assert rule.source and rule.why
+        assert cob.version_satisfies("0", rule.spec) is not None, rule
+    lines = [r.when[1] for r in cob.RULES if r.when and r.when[0] == "trl"]
+    assert "1.16" in lines and len(lines) >= 10
