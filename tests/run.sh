@@ -7,9 +7,17 @@ cd "$(dirname "$0")/.."
 
 venv="${VENV:-.venv}"
 python="${PYTHON:-python3}"
-[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+if [ ! -x "$venv/bin/python" ]; then
+  # The pinned stack (trl 1.16.0) needs Python 3.11+; the scripts themselves run on 3.9+.
+  "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+    echo "tests/run.sh: needs Python 3.11+ for the pinned test stack; set PYTHON=python3.11" >&2
+    exit 2
+  }
+  "$python" -m venv "$venv"
+fi
 
-stamp="$venv/.stack-$(sha256sum pyproject.toml | cut -c1-16)"
+stamp="$venv/.stack-$("$venv/bin/python" -c \
+  'import hashlib; print(hashlib.sha256(open("pyproject.toml", "rb").read()).hexdigest()[:16])')"
 if [ ! -f "$stamp" ]; then
   reqs="$venv/test-requirements.txt"
   "$venv/bin/python" - > "$reqs" <<'PY'
