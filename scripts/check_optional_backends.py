@@ -8,6 +8,9 @@ Hub kernels, FlashAttention, bf16, NCCL) against the rules of the installed TRL 
 
 Standalone: Python 3.9+, standard library only; pyyaml and nvidia-ml-py are used when
 present. Never starts servers, trains, downloads, writes files or allocates GPU memory.
+
+Layout: what is known (RULES, BACKENDS), then collect (facts only), judge (a pure function
+of the facts), render (text or JSON), and the command line.
 """
 
 from __future__ import annotations
@@ -33,9 +36,206 @@ READY, DEGRADED, NOT_INSTALLED, UNAVAILABLE = STATUSES
 PROG = "check_optional_backends.py"
 
 
-# --------------------------------------------------------------------------------------
-# What to look for
-# --------------------------------------------------------------------------------------
+# ======================================================================================
+# The rules: one table. Each row cites the release and file it was read from.
+# ======================================================================================
+
+
+class Rule(NamedTuple):
+    backend: str
+    subject: str  # a distribution, or "compute_capability" (of the lowest visible CUDA GPU)
+    spec: str  # what the subject must satisfy
+    severity: str  # the backend's status when it does not
+    why: str
+    source: str
+    when: tuple | None = None  # (dist, "major.minor"): only under that release line
+    only_if: tuple | None = None  # (dist, specifier): only when that dist matches
+    compare: str = (
+        "public"  # which form of the installed version to compare, see comparable_version()
+    )
+    fix: str | None = None  # next step when violated; default: pip install -U "<subject><spec>"
+
+
+TRL_1_16, TRANSFORMERS_5_24 = ("trl", "1.16"), ("transformers", "5.24")
+LIGER_DISTS = ("liger-kernel", "liger-kernel-nightly")
+
+# The vLLM window of each TRL release line, read from that tag's trl/import_utils.py
+# (is_vllm_available warns outside it). The installed TRL picks the row; a newer TRL's own
+# METADATA pin is used when this table has no row for it.
+VLLM_WINDOWS = {
+    "0.24": "==0.10.2", "0.25": "==0.10.2", "0.26": ">=0.10.2,<=0.11.2",
+    "0.27": ">=0.10.2,<=0.12.0", "0.28": ">=0.10.2,<=0.12.0", "0.29": ">=0.10.2,<=0.12.0",
+    "1.0": ">=0.10.2,<=0.17.1", "1.1": ">=0.11.0,<=0.17.1", "1.2": ">=0.11.0,<=0.18.0",
+    "1.3": ">=0.12.0,<=0.18.0", "1.4": ">=0.12.0,<=0.18.0", "1.5": ">=0.12.0,<=0.18.0",
+    "1.6": ">=0.12.0,<=0.19.0", "1.7": ">=0.14.0,<=0.23.0", "1.8": ">=0.16.0,<=0.23.0",
+    "1.9": ">=0.17.0,<=0.25.1", "1.16": ">=0.22.0,<=0.31.0",
+}  # fmt: skip
+
+
+def vllm_window(trl_line, spec, source=None):
+    # Since TRL 1.9 the check compares Version(v).base_version, so 0.31.0+cu130 is inside
+    # <=0.31.0; before, the local tag made it sort above the upper bound.
+    compare = "base" if tuple(map(int, trl_line.split("."))) >= (1, 9) else "full"
+    return Rule(
+        "vllm", "vllm", spec, DEGRADED,
+        f"TRL {trl_line} supports vLLM {spec} (it warns outside this window)",
+        source or f"TRL {trl_line}.0 trl/import_utils.py is_vllm_available",
+        when=("trl", trl_line), compare=compare, fix=f'pip install "vllm{spec}"',
+    )  # fmt: skip
+
+
+def trl_extra(backend, dist, spec, extra):
+    """A pin from TRL 1.16.0's extras: older versions still import, so a miss is 'degraded'."""
+    why = f'TRL 1.16.0\'s "{extra}" extra requires {dist}{spec}'
+    source = f"trl-1.16.0 METADATA, extra '{extra}'"
+    return Rule(backend, dist, spec, DEGRADED, why, source, when=TRL_1_16)
+
+
+RULES = (
+    *(vllm_window(line, spec) for line, spec in VLLM_WINDOWS.items()),
+    trl_extra("deepspeed", "deepspeed", ">=0.18.6", "deepspeed"),
+    trl_extra("deepspeed", "transformers", "!=5.1.0", "deepspeed"),
+    trl_extra("ulysses", "deepspeed", ">=0.18.6", "deepspeed"),
+    trl_extra("peft", "peft", ">=0.13.0", "peft"),
+    trl_extra("qlora", "peft", ">=0.13.0", "peft"),
+    *(trl_extra("liger", dist, ">=0.8.2", "liger") for dist in LIGER_DISTS),
+    # Hard gates: the library raises below these.
+    *(Rule("liger", dist, ">=0.3.0", UNAVAILABLE,
+           "transformers rejects use_liger_kernel=True without liger-kernel>=0.3.0",
+           "transformers 5.24.0 utils/import_utils.py is_liger_kernel_available",
+           when=TRANSFORMERS_5_24) for dist in LIGER_DISTS),
+    Rule("qlora", "bitsandbytes", ">=0.46.1", UNAVAILABLE,
+         "transformers 5.24 refuses 4-bit loading below bitsandbytes 0.46.1 "
+         "(stricter than TRL's \"quantization\" extra, >=0.45.1)",
+         "transformers 5.24.0 utils/import_utils.py BITSANDBYTES_MIN_VERSION",
+         when=TRANSFORMERS_5_24),
+    Rule("fsdp2", "torch", ">=2.6.0", UNAVAILABLE, "accelerate's FSDP2 requires torch>=2.6.0",
+         "accelerate 1.15.0 utils/constants.py FSDP2_PYTORCH_VERSION"),
+    Rule("context_parallel", "torch", ">=2.6.0", UNAVAILABLE,
+         "accelerate's context parallelism requires torch>=2.6.0",
+         "accelerate 1.15.0 utils/constants.py BETA_CP_AVAILABLE_PYTORCH_VERSION"),
+    Rule("ulysses", "deepspeed", ">=0.18.2", UNAVAILABLE,
+         "accelerate raises for DeepSpeed sequence parallelism (ALST/Ulysses) below 0.18.2",
+         "accelerate 1.15.0 accelerator.py BETA_SP_AVAILABLE_DEEPSPEED_VERSION"),
+    Rule("ulysses", "accelerate", ">=1.12.0", UNAVAILABLE,
+         "TRL's SFTTrainer handles sequence parallelism only from accelerate 1.12.0",
+         "TRL 1.16.0 trl/trainer/sft_trainer.py", when=TRL_1_16),
+    Rule("kernels", "kernels", ">=0.18.2,<0.19.0", UNAVAILABLE,
+         "transformers 5.24 raises for use_kernels=True outside kernels 0.18.2 <= v < 0.19.0",
+         "transformers 5.24.0 utils/import_utils.py KERNELS_MIN_VERSION/KERNELS_MAX_VERSION",
+         when=TRANSFORMERS_5_24),
+    Rule("kernels", "transformers", "!=5.2.*,!=5.3.*", UNAVAILABLE,
+         "TRL 1.16.0 raises for use_kernels=True on transformers 5.2.x/5.3.x",
+         "TRL 1.16.0 trl/trainer/utils.py", when=TRL_1_16,
+         fix='pip install -U "transformers>=5.4.0"'),
+    Rule("flash_attn", "flash-attn", ">=2.3.3", UNAVAILABLE,
+         "transformers treats flash-attn below 2.3.3 as unavailable (flash_attention_2 raises)",
+         "transformers 5.24.0 utils/import_utils.py is_flash_attn_2_available",
+         when=TRANSFORMERS_5_24),
+    # Compute capability gates (lowest visible CUDA GPU).
+    Rule("bf16", "compute_capability", ">=8.0", DEGRADED,
+         "torch only emulates bf16 there, so TRL's default bf16=True passes the check but "
+         "runs slowly",
+         "torch 2.13 torch/cuda/__init__.py is_bf16_supported(including_emulation=True)",
+         fix="set fp16=True, bf16=False"),
+    Rule("flash_attn", "compute_capability", ">=8.0", UNAVAILABLE,
+         "FlashAttention-2 needs compute capability 8.0+ (Ampere or newer)",
+         "flash-attention README: FA2 supports Ampere, Ada, Hopper; Turing only in FA 1.x",
+         fix='keep attn_implementation="sdpa"'),
+    Rule("flash_attn", "compute_capability", ">=9.0", DEGRADED,
+         "FlashAttention-3 is optimized for Hopper; transformers accepts it from 8.0, but "
+         "on Ampere FA2 is the proven path",
+         "transformers 5.24.0 FA3 cuda_min_major_version=8; Dao-AILab/flash-attention#1481",
+         only_if=("flash-attn-3", ">=0"),
+         fix='use attn_implementation="flash_attention_2" on pre-Hopper GPUs'),
+    Rule("flash_attn", "compute_capability", ">=9.0", UNAVAILABLE,
+         "FlashAttention-4 needs compute capability 9.0+ (Hopper or newer)",
+         "transformers 5.24.0 modeling_flash_attention_utils.py FA4 cuda_min_major_version=9",
+         only_if=("flash-attn-4", ">=0"), fix="pip uninstall flash-attn-4; use FA2 (flash-attn)"),
+    Rule("liger", "compute_capability", ">=8.0", UNAVAILABLE,
+         "liger-kernel 0.8.1's fused linear cross-entropy backward fails below compute "
+         "capability 8.0", "huggingface/trl#6767 (TRL excluded 0.8.1)",
+         only_if=("liger-kernel", "==0.8.1"), fix='pip install -U "liger-kernel>=0.8.2"'),
+    Rule("vllm", "compute_capability", ">=7.0", UNAVAILABLE,
+         "vLLM's CUDA wheels need compute capability 7.0+",
+         "vLLM GPU installation docs (v0.7 to v0.14: 'compute capability 7.0 or higher')",
+         fix="generate on a GPU with compute capability 7.0+"),
+)  # fmt: skip
+
+
+# ======================================================================================
+# The backends: what each needs, where it runs, how to install and enable it
+# ======================================================================================
+
+
+class Backend(NamedTuple):
+    name: str
+    needs: tuple  # groups of alternative distributions; every group must be installed
+    ready_on: tuple  # accelerator kinds where it is fully supported
+    degraded_on: tuple  # kinds where it runs with caveats
+    min_devices: int  # fewer visible devices than this -> degraded
+    enable: str
+
+
+ALL_KINDS = ("cuda", "rocm", "mps", "xpu", "npu", "cpu")
+GPU_KINDS = ("cuda", "rocm")
+BACKENDS = (
+    Backend("vllm", (("vllm",),), GPU_KINDS, ("xpu", "npu"), 1,
+            "GRPOConfig(use_vllm=True); vllm_mode defaults to 'colocate'"),
+    Backend("deepspeed", (("deepspeed",), ("accelerate",)), GPU_KINDS, ("xpu", "npu"), 1,
+            "trl <cmd> --accelerate_config zero2 (or zero3)"),
+    Backend("fsdp2", (("torch",), ("accelerate",)), GPU_KINDS, ("xpu", "npu"), 2,
+            "trl <cmd> --accelerate_config fsdp2"),
+    Backend("context_parallel", (("torch",), ("accelerate",)), ("cuda",), ("rocm",), 2,
+            "FSDP2 config with parallelism_config_cp_size; SFT only, without packing"),
+    Backend("ulysses", (("deepspeed",), ("accelerate",)), ("cuda",), ("rocm",), 2,
+            "DeepSpeed config with parallelism_config_sp_size and sp_backend deepspeed; SFT only"),
+    Backend("peft", (("peft",),), ALL_KINDS, (), 0,
+            "pass peft_config=LoraConfig(...) to the trainer (CLI: --use_peft)"),
+    Backend("qlora", (("peft",), ("bitsandbytes",)), ("cuda",), ("rocm", "xpu", "npu", "cpu"), 1,
+            "CLI: --use_peft --load_in_4bit; in Python, BitsAndBytesConfig(load_in_4bit=True) as "
+            "model_init_kwargs quantization_config plus peft_config=LoraConfig(...)"),
+    Backend("liger", (LIGER_DISTS,), GPU_KINDS, ("xpu",), 1,
+            'use_liger_kernel=True (deprecated in TRL 1.16.0; prefer model_init_kwargs={"use_kernels": True})'),
+    Backend("unsloth", (("unsloth",),), ("cuda",), ("rocm", "xpu"), 1,
+            "load the model with unsloth's FastLanguageModel before the trainer"),
+    Backend("kernels", (("kernels",), ("transformers",)), ("cuda", "rocm", "xpu", "mps"), ("npu", "cpu"), 1,
+            'model_init_kwargs={"use_kernels": True}'),
+    Backend("flash_attn", (("flash-attn", "flash-attn-3", "flash-attn-4"),), ("cuda",), ("rocm", "npu", "xpu"), 1,
+            'model_init_kwargs={"attn_implementation": "flash_attention_2"}'),
+    Backend("bf16", (("torch",),), ("cuda", "rocm", "xpu", "npu", "mps"), ("cpu",), 1,
+            "bf16=True (the TRL config default)"),
+    Backend("nccl", (("torch",),), GPU_KINDS, (), 1, "used automatically by multi-GPU launches"),
+)  # fmt: skip
+BACKEND_NAMES = tuple(b.name for b in BACKENDS)
+# On a GPU box, a torch build that cannot use the GPUs sinks every backend but PEFT.
+NEEDS_GPU_TORCH = set(BACKEND_NAMES) - {"peft"}
+SEQUENCE_SPLITTING = {"context_parallel", "ulysses"}
+
+# How to install a missing distribution: TRL 1.16.0's extra when one provides it.
+TRL_EXTRA_OF = {
+    "vllm": "vllm", "deepspeed": "deepspeed", "peft": "peft", "bitsandbytes": "quantization",
+    "liger-kernel": "liger", "kernels": "kernels",
+}  # fmt: skip
+TRL_BRINGS = ("transformers", "accelerate", "torch")  # trl-1.16.0 METADATA, accelerate's
+BUILD_FROM_SOURCE = {"flash-attn": "pip install flash-attn --no-build-isolation"}
+
+
+def install_command(dists):
+    """One command line installing `dists`, e.g. 'pip install "trl[peft,quantization]"'."""
+    extras = sorted({TRL_EXTRA_OF[d] for d in dists if d in TRL_EXTRA_OF})
+    # TRL itself brings transformers and accelerate, and accelerate brings torch.
+    rest = [d for d in dists if d not in TRL_EXTRA_OF and not (extras and d in TRL_BRINGS)]
+    plain = [d for d in rest if d not in BUILD_FROM_SOURCE]
+    commands = [f'pip install "trl[{",".join(extras)}]"'] if extras else []
+    commands += [f"pip install {' '.join(plain)}"] if plain else []
+    commands += [BUILD_FROM_SOURCE[d] for d in rest if d in BUILD_FROM_SOURCE]
+    return " && ".join(commands)
+
+
+# ======================================================================================
+# Collect: facts about this machine (nothing here judges them)
+# ======================================================================================
 
 
 class Dist(NamedTuple):
@@ -62,6 +262,15 @@ DISTS = (
     Dist("packaging", None),
 )  # fmt: skip
 DIST_NAMES = tuple(d.name for d in DISTS)
+# --imports starts the slowest imports first, so the wall time approaches
+# max(slowest, sum / cores) instead of ending on a heavy straggler. Packages that import
+# torch and more come first, then torch (its probe also reads the runtime), then the rest.
+IMPORT_FIRST = (
+    "unsloth", "vllm", "peft", "deepspeed", "liger-kernel", "liger-kernel-nightly",
+    "bitsandbytes", "flash-attn", "flash-attn-3", "flash-attn-4", "xformers", "kernels",
+    "torch", "accelerate", "datasets", "transformers",
+)  # fmt: skip
+IMPORT_RANK = {name: rank for rank, name in enumerate(IMPORT_FIRST)}
 
 ENV_PREFIXES = (
     "NCCL_", "VLLM_", "ACCELERATE_", "TORCH_", "PYTORCH_", "CUDA_", "HF_", "TRANSFORMERS_",
@@ -77,280 +286,12 @@ SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
 
 
 # --------------------------------------------------------------------------------------
-# Versions (a small PEP 440 subset: enough to order releases, pre/post/dev and local tags)
+# Facts: packages (metadata only, never imported)
 # --------------------------------------------------------------------------------------
-
-_VERSION_RE = re.compile(
-    r"^\s*v?(?:(\d+)!)?(\d+(?:\.\d+)*)"
-    r"(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?(\d*))?"
-    r"(?:-(\d+)|[-_.]?(?:post|rev|r)[-_.]?(\d*))?"
-    r"(?:[-_.]?dev[-_.]?(\d*))?"
-    r"(?:\+([a-z0-9]+(?:[-_.][a-z0-9]+)*))?\s*$",
-    re.IGNORECASE,
-)
-_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
-
-
-def version_key(text):
-    """Sort key of a version string, local tag ignored; None if it does not parse."""
-    m = _VERSION_RE.match(str(text or ""))
-    if not m:
-        return None
-    epoch, release, pre_l, pre_n, post_a, post_b, dev = m.groups()[:7]
-    parts = [int(p) for p in release.split(".")]
-    while len(parts) > 1 and parts[-1] == 0:
-        parts.pop()
-    post = post_a if post_a is not None else post_b
-    if pre_l is None and post is None and dev is not None:
-        pre_key = (-1,)  # 1.0.dev0 sorts before 1.0a1
-    elif pre_l is None:
-        pre_key = (2,)
-    else:
-        pre_key = (1, _PRE_RANK[pre_l.lower()], int(pre_n or 0))
-    post_key = (-1,) if post is None else (1, int(post or 0))
-    dev_key = (2,) if dev is None else (1, int(dev or 0))
-    return (int(epoch or 0), tuple(parts), pre_key, post_key, dev_key)
-
-
-def release_tuple(text):
-    key = version_key(text)
-    return key[1] if key else ()
-
-
-def comparable_version(text, mode="public"):
-    """The version string a rule compares (see Rule.compare)."""
-    public, _, local = str(text).partition("+")
-    if mode == "base":
-        release = release_tuple(public)
-        return ".".join(map(str, release)) if release else public
-    if mode == "full" and local:
-        # PEP 440 sorts 0.31.0+cu129 just above 0.31.0 (below any .post), like this:
-        return public + ".post0.dev0"
-    return public
-
-
-def _matches_one(version, clause):
-    m = re.match(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([^\s]+)\s*$", clause)
-    if not m:
-        return None
-    op, target = m.groups()
-    if op in ("==", "!=") and target.endswith(".*"):
-        prefix = tuple(int(p) for p in target[:-2].split(".") if p.isdigit())
-        full = version_key(version)
-        if full is None:
-            return None
-        padded = full[1] + (0,) * len(prefix)
-        equal = padded[: len(prefix)] == prefix
-        return equal if op == "==" else not equal
-    mine, theirs = version_key(version), version_key(target)
-    if mine is None or theirs is None:
-        return None
-    if op == "~=":
-        head = theirs[1][:-1] if len(theirs[1]) > 1 else theirs[1]
-        return mine >= theirs and mine[1][: len(head)] == head
-    return {
-        "==": mine == theirs,
-        "===": str(version) == target,
-        "!=": mine != theirs,
-        "<=": mine <= theirs,
-        ">=": mine >= theirs,
-        "<": mine < theirs,
-        ">": mine > theirs,
-    }[op]
-
-
-def version_satisfies(version, specifier):
-    """True/False for a comma-joined specifier like '>=0.22.0,<=0.31.0'; None if unparseable."""
-    results = [_matches_one(version, c) for c in specifier.split(",") if c.strip()]
-    if any(r is None for r in results):
-        return None
-    return all(results)
 
 
 def normalize_name(name):
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-# --------------------------------------------------------------------------------------
-# The rules: one table. `when` selects the release line a rule belongs to; `only_if` makes
-# a rule apply only when that distribution is installed at a matching version.
-# --------------------------------------------------------------------------------------
-
-
-class Rule(NamedTuple):
-    backend: str
-    subject: str  # a distribution name, or "compute_capability" (lowest visible CUDA GPU)
-    spec: str
-    severity: str  # status when violated
-    why: str
-    source: str
-    when: tuple | None = None  # (dist, "major.minor") release line this rule belongs to
-    only_if: tuple | None = None  # (dist, specifier)
-    # "public": drop the local tag; "base": release numbers only (TRL >= 1.9 compares
-    # Version(v).base_version); "full": '+cu129' sorts above the release (TRL < 1.9).
-    compare: str = "public"
-    fix: str | None = None  # next step when violated (default: install a matching version)
-
-
-def _vllm_window(trl_line, spec, source, compare="full"):
-    why = f"TRL {trl_line} supports vLLM {spec} (it warns outside this window)"
-    fix = f'pip install "vllm{spec}" (the window of the installed TRL)'
-    return Rule(
-        "vllm", "vllm", spec, "degraded", why, source, ("trl", trl_line), None, compare, fix
-    )
-
-
-_TRL_IMPORT_UTILS = "trl/import_utils.py is_vllm_available"
-RULES = (
-    # vLLM windows per TRL release line, from each tag's trl/import_utils.py (git history).
-    _vllm_window("0.24", "==0.10.2", f"TRL 0.24.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("0.25", "==0.10.2", f"TRL 0.25.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("0.26", ">=0.10.2,<=0.11.2", f"TRL 0.26.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("0.27", ">=0.10.2,<=0.12.0", f"TRL 0.27.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("0.28", ">=0.10.2,<=0.12.0", f"TRL 0.28.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("0.29", ">=0.10.2,<=0.12.0", f"TRL 0.29.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("1.0", ">=0.10.2,<=0.17.1", f"TRL 1.0.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("1.1", ">=0.11.0,<=0.17.1", f"TRL 1.1.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("1.2", ">=0.11.0,<=0.18.0", f"TRL 1.2.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("1.3", ">=0.12.0,<=0.18.0", f"TRL 1.3.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("1.4", ">=0.12.0,<=0.18.0", f"TRL 1.4.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("1.5", ">=0.12.0,<=0.18.0", f"TRL 1.5.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("1.6", ">=0.12.0,<=0.19.0", f"TRL 1.6.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("1.7", ">=0.14.0,<=0.23.0", f"TRL 1.7.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("1.8", ">=0.16.0,<=0.23.0", f"TRL 1.8.0 {_TRL_IMPORT_UTILS}"),
-    _vllm_window("1.9", ">=0.17.0,<=0.25.1", f"TRL 1.9.0 {_TRL_IMPORT_UTILS}", "base"),
-    _vllm_window("1.16", ">=0.22.0,<=0.31.0", f"TRL 1.16.0 {_TRL_IMPORT_UTILS}", "base"),
-    # Minimum versions from TRL 1.16.0's extras (trl-1.16.0.dist-info/METADATA).
-    Rule("deepspeed", "deepspeed", ">=0.18.6", "degraded",
-         "TRL 1.16.0's deepspeed extra needs deepspeed>=0.18.6", "TRL 1.16.0 METADATA extra 'deepspeed'"),
-    Rule("peft", "peft", ">=0.13.0", "degraded",
-         "TRL 1.16.0's peft extra needs peft>=0.13.0", "TRL 1.16.0 METADATA extra 'peft'"),
-    Rule("qlora", "peft", ">=0.13.0", "degraded",
-         "TRL 1.16.0's peft extra needs peft>=0.13.0", "TRL 1.16.0 METADATA extra 'peft'"),
-    Rule("qlora", "bitsandbytes", ">=0.45.1", "degraded",
-         "TRL 1.16.0's quantization extra needs bitsandbytes>=0.45.1",
-         "TRL 1.16.0 METADATA extra 'quantization'"),
-    Rule("liger", "liger-kernel", ">=0.8.2", "unavailable",
-         "TRL treats liger-kernel below 0.8.2 as not available",
-         "TRL 1.16.0 trl/import_utils.py LIGER_KERNEL_MIN_VERSION"),
-    Rule("liger", "liger-kernel-nightly", ">=0.8.2", "unavailable",
-         "TRL treats liger-kernel below 0.8.2 as not available",
-         "TRL 1.16.0 trl/import_utils.py LIGER_KERNEL_MIN_VERSION"),
-    Rule("liger", "compute_capability", ">=8.0", "unavailable",
-         "liger-kernel 0.8.1 crashes on GPUs below compute capability 8.0",
-         "huggingface/trl#6767", None, ("liger-kernel", "==0.8.1"), "public", 'pip install "liger-kernel>=0.8.2"'),
-    # accelerate / torch gates (accelerate 1.15.0 utils/constants.py, accelerator.py).
-    Rule("fsdp2", "torch", ">=2.6.0", "unavailable", "FSDP2 requires PyTorch >= 2.6.0",
-         "accelerate 1.15.0 utils/constants.py FSDP2_PYTORCH_VERSION"),
-    Rule("context_parallel", "torch", ">=2.6.0", "unavailable",
-         "context parallelism requires PyTorch >= 2.6.0",
-         "accelerate 1.15.0 utils/constants.py BETA_CP_AVAILABLE_PYTORCH_VERSION"),
-    Rule("ulysses", "deepspeed", ">=0.18.2", "unavailable",
-         "accelerate's DeepSpeed sequence parallelism (ALST/Ulysses) requires deepspeed>=0.18.2",
-         "accelerate 1.15.0 accelerator.py BETA_SP_AVAILABLE_DEEPSPEED_VERSION"),
-    Rule("ulysses", "deepspeed", ">=0.18.6", "degraded",
-         "TRL 1.16.0's deepspeed extra needs deepspeed>=0.18.6", "TRL 1.16.0 METADATA extra 'deepspeed'"),
-    Rule("ulysses", "accelerate", ">=1.12.0", "unavailable",
-         "TRL's SFTTrainer handles sequence parallelism only with accelerate>=1.12.0",
-         "TRL 1.16.0 trl/trainer/sft_trainer.py"),
-    # transformers 5.24.0 gates.
-    Rule("kernels", "kernels", ">=0.18.2,<0.19.0", "unavailable",
-         "transformers 5.24 accepts kernels 0.18.2 <= v < 0.19.0 only",
-         "transformers 5.24.0 utils/import_utils.py KERNELS_MIN_VERSION/KERNELS_MAX_VERSION",
-         ("transformers", "5.24")),
-    Rule("kernels", "transformers", ">=5.4.0", "unavailable",
-         "use_kernels=True requires transformers>=5.4.0 (5.2.x and 5.3.x fail to load Hub kernels)",
-         "TRL 1.16.0 trl/trainer/utils.py"),
-    Rule("flash_attn", "flash-attn", ">=2.3.3", "unavailable",
-         "transformers needs flash-attn>=2.3.3 for flash_attention_2",
-         "transformers 5.24.0 utils/import_utils.py is_flash_attn_2_available"),
-    # Compute capability gates (lowest visible CUDA GPU).
-    Rule("bf16", "compute_capability", ">=8.0", "degraded",
-         "no native bf16 below compute capability 8.0 (torch only emulates it)",
-         "torch.cuda.is_bf16_supported; TRL docs: bf16 needs Ampere or newer",
-         None, None, "public", "set fp16=True, bf16=False"),
-    Rule("flash_attn", "compute_capability", ">=8.0", "unavailable",
-         "FlashAttention-2 runs on compute capability 8.0+ (Ampere, Ada, Hopper)",
-         "flash-attention README; transformers 5.24 FLASH_ATTENTION_COMPATIBILITY_MATRIX",
-         None, None, "public", 'keep attn_implementation="sdpa"'),
-    Rule("flash_attn", "compute_capability", ">=9.0", "degraded",
-         "FlashAttention-3's speedup is Hopper-only; builds before 2025 even reject pre-Hopper GPUs "
-         "(transformers allows 8.0+)",
-         "transformers 5.24.0 FA3 cuda_min_major_version=8; Dao-AILab/flash-attention#1481, #1049",
-         None, ("flash-attn-3", ">=0"), "public", 'usable; on Ampere prefer attn_implementation="flash_attention_2"'),
-    Rule("flash_attn", "compute_capability", ">=9.0", "unavailable",
-         "FlashAttention-4 requires compute capability 9.0+ (Hopper)",
-         "transformers 5.24.0 modeling_flash_attention_utils.py (FA4 cuda_min_major_version=9)",
-         None, ("flash-attn-4", ">=0"), "public", "uninstall flash-attn-4 and use flash-attn (FA2)"),
-    Rule("vllm", "compute_capability", ">=7.0", "unavailable",
-         "vLLM's CUDA builds need compute capability 7.0+", "vLLM GPU installation docs",
-         None, None, "public", "use a GPU with compute capability 7.0+ for generation"),
-    Rule("qlora", "compute_capability", ">=7.5", "degraded",
-         "bitsandbytes warns below compute capability 7.5 (no int8 tensor-core kernels)",
-         "python -m bitsandbytes diagnostic", None, None, "public",
-         "plain LoRA (no 4-bit) or a GPU with compute capability 7.5+"),
-)  # fmt: skip
-
-
-# --------------------------------------------------------------------------------------
-# The backends: what each needs and where it runs
-# --------------------------------------------------------------------------------------
-
-
-class Backend(NamedTuple):
-    name: str
-    needs: tuple  # groups of alternative distributions; every group must be installed
-    ready_on: tuple  # accelerator kinds where it is fully supported
-    degraded_on: tuple  # kinds where it runs with caveats
-    min_devices: int  # fewer visible devices than this -> degraded
-    install: str
-    enable: str
-
-
-ALL_KINDS = ("cuda", "rocm", "mps", "xpu", "npu", "cpu")
-BACKENDS = (
-    Backend("vllm", (("vllm",),), ("cuda", "rocm"), ("xpu", "npu"), 1,
-            'pip install "trl[vllm]" (pins the supported vLLM window)',
-            "GRPOConfig(use_vllm=True); vllm_mode defaults to 'colocate'"),
-    Backend("deepspeed", (("deepspeed",), ("accelerate",)), ("cuda", "rocm"), ("xpu", "npu"), 1,
-            'pip install "trl[deepspeed]"', "trl <cmd> --accelerate_config zero2 (or zero3)"),
-    Backend("fsdp2", (("torch",), ("accelerate",)), ("cuda", "rocm"), ("xpu", "npu"), 2,
-            'pip install "torch>=2.6" accelerate', "trl <cmd> --accelerate_config fsdp2"),
-    Backend("context_parallel", (("torch",), ("accelerate",)), ("cuda",), ("rocm",), 2,
-            'pip install "torch>=2.6" "accelerate>=1.11"',
-            "FSDP2 config with parallelism_config_cp_size; SFT only, without packing"),
-    Backend("ulysses", (("deepspeed",), ("accelerate",)), ("cuda",), ("rocm",), 2,
-            'pip install "trl[deepspeed]" "accelerate>=1.12"',
-            "DeepSpeed config with parallelism_config_sp_size and sp_backend deepspeed; SFT only"),
-    Backend("peft", (("peft",),), ALL_KINDS, (), 0, 'pip install "trl[peft]"',
-            "pass peft_config=LoraConfig(...) to the trainer"),
-    Backend("qlora", (("peft",), ("bitsandbytes",)), ("cuda",), ("rocm", "xpu", "npu", "cpu"), 1,
-            'pip install "trl[peft,quantization]"',
-            "model_init_kwargs quantization_config=BitsAndBytesConfig(load_in_4bit=True) + LoraConfig"),
-    Backend("liger", (("liger-kernel", "liger-kernel-nightly"),), ("cuda", "rocm"), ("xpu",), 1,
-            'pip install "trl[liger]"',
-            'use_liger_kernel=True still works but is deprecated in TRL 1.16.0; prefer model_init_kwargs={"use_kernels": True}'),
-    Backend("unsloth", (("unsloth",), ("unsloth-zoo",)), ("cuda",), ("rocm", "xpu"), 1,
-            "pip install unsloth", "load the model with unsloth's FastLanguageModel before the trainer"),
-    Backend("kernels", (("kernels",), ("transformers",)), ("cuda", "rocm", "xpu", "mps"), ("npu", "cpu"), 1,
-            'pip install "trl[kernels]"', 'model_init_kwargs={"use_kernels": True}'),
-    Backend("flash_attn", (("flash-attn", "flash-attn-3", "flash-attn-4"),), ("cuda",), ("rocm", "npu", "xpu"), 1,
-            "pip install flash-attn --no-build-isolation (or use the Hub kernel via the kernels package)",
-            'model_init_kwargs={"attn_implementation": "flash_attention_2"}'),
-    Backend("bf16", (("torch",),), ("cuda", "rocm", "xpu", "npu", "mps"), ("cpu",), 1,
-            "pip install torch", "bf16=True (the TRL config default)"),
-    Backend("nccl", (("torch",),), ("cuda", "rocm"), (), 1,
-            "install a CUDA (or ROCm) build of torch", "used automatically by multi-GPU launches"),
-)  # fmt: skip
-BACKEND_NAMES = tuple(b.name for b in BACKENDS)
-# On a GPU box, a torch build that cannot use the GPUs sinks every backend but PEFT.
-NEEDS_GPU_TORCH = set(BACKEND_NAMES) - {"peft"}
-SEQUENCE_SPLITTING = {"context_parallel", "ulysses"}
-
-
-# --------------------------------------------------------------------------------------
-# Facts: packages (metadata only, never imported)
-# --------------------------------------------------------------------------------------
 
 
 def _read_text(path):
@@ -525,9 +466,9 @@ def collect_torch_build(packages):
 RESULT_MARK = "__CHECK_RESULT__ "
 
 
-def _child_prelude():
-    # The child must see exactly our sys.path (a '' entry or PYTHONPATH could differ).
-    return "import json, sys\nsys.path[:] = json.loads(sys.argv[1])\n"
+# Every child sees exactly our sys.path (a '' entry or PYTHONPATH could differ) and prints
+# one marked JSON line; anything else it prints is ignored.
+CHILD_PRELUDE = f"import json, sys\nsys.path[:] = json.loads(sys.argv[1])\nMARK = {RESULT_MARK!r}\n"
 
 
 def run_child(code, args, timeout, extra_env=None):
@@ -535,7 +476,7 @@ def run_child(code, args, timeout, extra_env=None):
     cmd = [sys.executable]
     if sys.flags.no_site:
         cmd.append("-S")
-    cmd += ["-c", _child_prelude() + code, json.dumps(sys.path), *args]
+    cmd += ["-c", CHILD_PRELUDE + code, json.dumps(sys.path), *args]
     env = dict(os.environ, PYTHONWARNINGS="ignore", **(extra_env or {}))
     start = time.perf_counter()
     try:
@@ -595,7 +536,6 @@ def _last_line(data):
 # --------------------------------------------------------------------------------------
 
 NVML_PROBE = r"""
-MARK = "__CHECK_RESULT__ "
 def s(v):
     return v.decode() if isinstance(v, bytes) else v
 def call(fn, *a):
@@ -952,80 +892,90 @@ def collect_config(path_arg, environ):
 # Facts: optional probes (--imports, --vllm-url)
 # --------------------------------------------------------------------------------------
 
+# Imports the module named in argv[2]; for torch also reports its runtime view, so torch
+# is imported once. PYTORCH_NVML_BASED_CUDA_CHECK=1 keeps is_available() from creating a
+# CUDA context.
 IMPORT_PROBE = r"""
 import importlib, traceback
-try:
-    mod = importlib.import_module(sys.argv[2])
-except BaseException as e:
-    print("__CHECK_RESULT__ " + json.dumps({"error": traceback.format_exception_only(type(e), e)[-1].strip()}))
-    sys.exit(0)
-print("__CHECK_RESULT__ " + json.dumps({"module_version": str(getattr(mod, "__version__", "") or "") or None}))
-"""
-
-TORCH_PROBE = r"""
-import torch, torch.distributed as dist
-info = {"version": torch.__version__, "cuda_build": torch.version.cuda, "hip_build": torch.version.hip,
-        "cuda_available": torch.cuda.is_available(), "device_count": torch.cuda.device_count(),
-        "distributed_available": dist.is_available()}
-if info["distributed_available"]:
-    info["nccl_available"] = dist.is_nccl_available()
-    info["gloo_available"] = dist.is_gloo_available()
-try:
-    from torch.distributed.fsdp import fully_shard  # noqa: F401
-    info["fsdp2_fully_shard"] = True
-except Exception:
-    info["fsdp2_fully_shard"] = False
-if torch.version.cuda and info["cuda_available"]:
+def last_line(e):
+    return traceback.format_exception_only(type(e), e)[-1].strip()
+def torch_runtime(torch):
+    dist = importlib.import_module("torch.distributed")
+    info = {"version": torch.__version__, "cuda_build": torch.version.cuda,
+            "hip_build": torch.version.hip, "cuda_available": torch.cuda.is_available(),
+            "device_count": torch.cuda.device_count(), "distributed_available": dist.is_available()}
+    if info["distributed_available"]:
+        info["nccl_available"] = dist.is_nccl_available()
+        info["gloo_available"] = dist.is_gloo_available()
     try:
-        info["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
-    except Exception as e:
-        info["nccl_version_error"] = str(e)
-mps = getattr(torch.backends, "mps", None)
-info["mps_available"] = bool(mps and mps.is_available())
-print("__CHECK_RESULT__ " + json.dumps(info))
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+        info["fsdp2_fully_shard"] = True
+    except Exception:
+        info["fsdp2_fully_shard"] = False
+    if torch.version.cuda and info["cuda_available"]:
+        try:
+            info["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception as e:
+            info["nccl_version_error"] = last_line(e)
+    mps = getattr(torch.backends, "mps", None)
+    info["mps_available"] = bool(mps and mps.is_available())
+    return info
+name = sys.argv[2]
+try:
+    mod = importlib.import_module(name)
+except BaseException as e:
+    print(MARK + json.dumps({"error": last_line(e)}))
+    sys.exit(0)
+out = {"module_version": str(getattr(mod, "__version__", "") or "") or None}
+if name == "torch":
+    try:
+        out["torch_runtime"] = torch_runtime(mod)
+    except Exception as e:  # the import worked; a broken runtime query is a fact about it
+        out["torch_runtime"] = {"error": last_line(e)}
+print(MARK + json.dumps(out))
 """
 
 
 def import_probe_targets(packages):
+    """{dist: module} for installed dists, slowest imports first (see IMPORT_FIRST)."""
     targets = {}
-    for dist in DISTS:
-        if dist.module and packages[dist.name]["installed"] and dist.module not in targets.values():
+    for dist in sorted(DISTS, key=lambda d: IMPORT_RANK.get(d.name, len(IMPORT_RANK))):
+        installed = (packages.get(dist.name) or {}).get("installed")
+        if dist.module and installed and dist.module not in targets.values():
             targets[dist.name] = dist.module
     return targets
 
 
 def run_import_probes(packages, timeout, timings):
-    """Import each installed package in its own subprocess, in parallel; annotate `packages`."""
+    """Import each installed package in its own subprocess, in parallel; annotate `packages`
+    and return torch's runtime view (None without torch)."""
     targets = import_probe_targets(packages)
-    # PYTORCH_NVML_BASED_CUDA_CHECK keeps torch.cuda.is_available() from creating a context.
     env = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
-    jobs = [(name, IMPORT_PROBE, [module]) for name, module in targets.items()]
-    if packages["torch"]["installed"]:
-        jobs.append(("torch-runtime", TORCH_PROBE, []))
-    # One probe per core: oversubscribing made every import slower (measured on 2 cores).
-    workers = max(1, min(len(jobs), os.cpu_count() or 2))
+    # One probe per core, slowest first: oversubscribing made every import slower (2 cores).
+    workers = max(1, min(len(targets), os.cpu_count() or 2))
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {
-            name: pool.submit(run_child, code, args, timeout, env) for name, code, args in jobs
+            name: pool.submit(run_child, IMPORT_PROBE, [module], timeout, env)
+            for name, module in targets.items()
         }
         results = {name: f.result() for name, f in futures.items()}
     timings["imports_wall"] = round(time.perf_counter() - start, 3)
     timings["imports_workers"] = workers
-    torch_runtime = None
+    runtime = None
     for name, (status, payload, seconds) in results.items():
-        if name == "torch-runtime":
-            torch_runtime = payload if status == "ok" else {"error": f"{status}: {payload}"}
-            continue
         outcome = {"status": status, "detail": None, "seconds": round(seconds, 3)}
-        if status == "ok" and isinstance(payload, dict) and payload.get("error"):
-            outcome.update(status="error", detail=payload["error"])
-        elif status == "ok":
-            outcome["module_version"] = payload.get("module_version")
-        else:
+        if status != "ok":
             outcome["detail"] = payload
+        elif payload.get("error"):
+            outcome.update(status="error", detail=payload["error"])
+        else:
+            outcome["module_version"] = payload.get("module_version")
         packages[name]["import"] = outcome
-    return torch_runtime
+        if name == "torch":
+            failed = {"error": f"import torch {outcome['status']}: {outcome['detail']}"}
+            runtime = payload.get("torch_runtime") if outcome["status"] == "ok" else failed
+    return runtime
 
 
 def probe_vllm_server(url, timeout):
@@ -1123,8 +1073,101 @@ def collect_facts(args):
     return facts
 
 
+# ======================================================================================
+# Judge: verdicts as a pure function of the facts dict
+# ======================================================================================
+
+# Versions: a small PEP 440 subset, enough to order releases, pre/post/dev and local tags.
+
+_VERSION_RE = re.compile(
+    r"^\s*v?(?:(\d+)!)?(\d+(?:\.\d+)*)"
+    r"(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview)[-_.]?(\d*))?"
+    r"(?:-(\d+)|[-_.]?(?:post|rev|r)[-_.]?(\d*))?"
+    r"(?:[-_.]?dev[-_.]?(\d*))?"
+    r"(?:\+([a-z0-9]+(?:[-_.][a-z0-9]+)*))?\s*$",
+    re.IGNORECASE,
+)
+_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
+
+
+def version_key(text):
+    """Sort key of a version string, local tag ignored; None if it does not parse."""
+    m = _VERSION_RE.match(str(text or ""))
+    if not m:
+        return None
+    epoch, release, pre_l, pre_n, post_a, post_b, dev = m.groups()[:7]
+    parts = [int(p) for p in release.split(".")]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    post = post_a if post_a is not None else post_b
+    if pre_l is None and post is None and dev is not None:
+        pre_key = (-1,)  # 1.0.dev0 sorts before 1.0a1
+    elif pre_l is None:
+        pre_key = (2,)
+    else:
+        pre_key = (1, _PRE_RANK[pre_l.lower()], int(pre_n or 0))
+    post_key = (-1,) if post is None else (1, int(post or 0))
+    dev_key = (2,) if dev is None else (1, int(dev or 0))
+    return (int(epoch or 0), tuple(parts), pre_key, post_key, dev_key)
+
+
+def release_tuple(text):
+    key = version_key(text)
+    return key[1] if key else ()
+
+
+def comparable_version(text, mode="public"):
+    """The version string a rule compares (see Rule.compare)."""
+    public, _, local = str(text).partition("+")
+    if mode == "base":
+        release = release_tuple(public)
+        return ".".join(map(str, release)) if release else public
+    if mode == "full" and local:
+        # PEP 440 sorts 0.31.0+cu129 just above 0.31.0 (below any .post), like this:
+        return public + ".post0.dev0"
+    return public
+
+
+def _matches_one(version, clause):
+    m = re.match(r"^\s*(~=|===|==|!=|<=|>=|<|>)\s*([^\s]+)\s*$", clause)
+    if not m:
+        return None
+    op, target = m.groups()
+    if op in ("==", "!=") and target.endswith(".*"):
+        prefix = tuple(int(p) for p in target[:-2].split(".") if p.isdigit())
+        full = version_key(version)
+        if full is None:
+            return None
+        padded = full[1] + (0,) * len(prefix)
+        equal = padded[: len(prefix)] == prefix
+        return equal if op == "==" else not equal
+    mine, theirs = version_key(version), version_key(target)
+    if mine is None or theirs is None:
+        return None
+    if op == "~=":
+        head = theirs[1][:-1] if len(theirs[1]) > 1 else theirs[1]
+        return mine >= theirs and mine[1][: len(head)] == head
+    return {
+        "==": mine == theirs,
+        "===": str(version) == target,
+        "!=": mine != theirs,
+        "<=": mine <= theirs,
+        ">=": mine >= theirs,
+        "<": mine < theirs,
+        ">": mine > theirs,
+    }[op]
+
+
+def version_satisfies(version, specifier):
+    """True/False for a comma-joined specifier like '>=0.22.0,<=0.31.0'; None if unparseable."""
+    results = [_matches_one(version, c) for c in specifier.split(",") if c.strip()]
+    if any(r is None for r in results):
+        return None
+    return all(results)
+
+
 # --------------------------------------------------------------------------------------
-# Judging: a pure function of the facts dict
+# Judge: findings per backend
 # --------------------------------------------------------------------------------------
 
 
@@ -1132,7 +1175,7 @@ class Finding(NamedTuple):
     status: str
     reason: str
     next_step: str | None = None
-    passed_rule: bool = False  # a met rule: explains "ready", noise next to a problem
+    background: bool = False  # a met rule or a generic caveat: dropped next to a real problem
 
 
 class Context(NamedTuple):
@@ -1210,7 +1253,7 @@ def _window_from_trl_metadata(facts, versions):
         if req.get("name") == "vllm" and req.get("extra") == "vllm" and req.get("specifier"):
             line = _release_line(versions.get("trl"))
             source = f"installed TRL {versions.get('trl')} METADATA extra 'vllm'"
-            return _vllm_window(line, req["specifier"], source, "base")
+            return vllm_window(line, req["specifier"], source)
     return None
 
 
@@ -1223,65 +1266,91 @@ def rule_applies(rule, ctx):
     return True
 
 
-def check_rule(rule, ctx):
-    """A Finding if the rule is violated, a passing Finding('ready', ...) if met, else None."""
-    if rule.subject == "compute_capability":
-        if ctx.min_cc is None:
-            return None
-        value = "{}.{}".format(*ctx.min_cc)
-        ok = version_satisfies(value, rule.spec)
-        label = f"lowest visible compute capability {value}"
-    else:
-        value = ctx.versions.get(rule.subject)
-        if not value:
-            return None
-        compared = comparable_version(value, rule.compare)
-        ok = version_satisfies(compared, rule.spec)
-        label = f"{rule.subject} {value}"
-    if ok is None:
-        return Finding("degraded", f"cannot compare {label} with {rule.spec} ({rule.source})")
-    if ok:
-        return Finding("ready", f"{label} meets {rule.spec} ({rule.source})", None, True)
-    fix = rule.fix or f'pip install "{rule.subject}{rule.spec}"'
-    return Finding(rule.severity, f"{label}: {rule.why} [{rule.source}]", fix)
-
-
-def _missing_findings(backend, ctx):
+def rule_findings(backend, ctx):
+    """One finding per subject of the backend's rules: the worst miss, else the met rules."""
+    by_subject = {}
+    for rule in ctx.rules:
+        if rule.backend == backend.name and rule_applies(rule, ctx):
+            by_subject.setdefault(rule.subject, []).append(rule)
     findings = []
-    for group in backend.needs:
-        present = [d for d in group if d in ctx.versions]
-        if not present:
-            reason = f"{' or '.join(group)} not installed"
-            findings.append(Finding(NOT_INSTALLED, reason, backend.install))
-        for dist in present:
-            pkg = ctx.facts["packages"][dist]
-            if pkg.get("broken"):
-                reason = f"{dist}: broken metadata (no Version)"
-                findings.append(Finding(UNAVAILABLE, reason, f"reinstall {dist}"))
-            outcome = pkg.get("import") or {}
-            if outcome.get("status") in ("error", "timeout", "crashed"):
-                detail = outcome.get("detail") or outcome["status"]
-                reason = f"import {dist} {outcome['status']}: {detail}"
-                findings.append(Finding(UNAVAILABLE, reason, _import_fix(dist, detail)))
+    for subject, rules in by_subject.items():
+        value, label = _subject_value(subject, ctx)
+        if value is None:
+            continue
+        verdicts = [
+            (r, version_satisfies(comparable_version(value, r.compare), r.spec)) for r in rules
+        ]
+        failed = [r for r, ok in verdicts if ok is False]
+        unknown = [r for r, ok in verdicts if ok is None]
+        if failed:
+            worst = max(failed, key=lambda r: STATUSES.index(r.severity))
+            fix = worst.fix or f'pip install -U "{subject}{_tightest(r.spec for r in failed)}"'
+            findings.append(Finding(worst.severity, f"{label}: {worst.why} [{worst.source}]", fix))
+        elif unknown:
+            reason = f"cannot compare {label} with {unknown[0].spec} ({unknown[0].source})"
+            findings.append(Finding(DEGRADED, reason))
+        else:
+            findings += [
+                Finding(READY, f"{label} meets {r.spec} ({r.source})", background=True)
+                for r in rules
+            ]
+    return findings
+
+
+def _subject_value(subject, ctx):
+    if subject == "compute_capability":
+        if ctx.min_cc is None:
+            return None, None
+        value = "{}.{}".format(*ctx.min_cc)
+        return value, f"lowest visible compute capability {value}"
+    value = ctx.versions.get(subject)
+    return value, f"{subject} {value}"
+
+
+def _tightest(specs):
+    """'>=0.18.6' from ['>=0.18.2', '>=0.18.6']; other combinations are joined."""
+    specs = _dedupe(specs)
+    if all(re.fullmatch(r">=[^,]+", s) for s in specs):
+        return max(specs, key=lambda s: version_key(s[2:]) or ())
+    return ",".join(specs)
+
+
+def _package_findings(backend, ctx):
+    """Missing distributions, broken metadata and (with --imports) failed imports."""
+    findings = []
+    missing = [group[0] for group in backend.needs if not any(d in ctx.versions for d in group)]
+    if missing:
+        reason = f"{' and '.join(missing)} not installed"
+        findings.append(Finding(NOT_INSTALLED, reason, install_command(missing)))
+    for dist in (d for group in backend.needs for d in group if d in ctx.versions):
+        pkg = ctx.facts["packages"][dist]
+        if pkg.get("broken"):
+            reason = f"{dist}: broken metadata (no Version)"
+            findings.append(Finding(UNAVAILABLE, reason, f"pip install --force-reinstall {dist}"))
+        outcome = pkg.get("import") or {}
+        if outcome.get("status") in ("error", "timeout", "crashed"):
+            detail = outcome.get("detail") or outcome["status"]
+            reason = f"import {dist} {outcome['status']}: {detail}"
+            findings.append(Finding(UNAVAILABLE, reason, _import_fix(dist, detail)))
     return findings
 
 
 def _import_fix(dist, detail):
     if "libcudart" in detail or "libcuda" in detail or "undefined symbol" in detail:
-        return f"reinstall {dist} built for the installed torch/CUDA (the binary does not match)"
+        return f"pip install --force-reinstall --no-cache-dir {dist} (its binary does not match torch/CUDA)"
     module = next((d.module for d in DISTS if d.name == dist and d.module), dist)
-    return f'run python -c "import {module}" to see the full error, then reinstall {dist}'
+    return f'python -c "import {module}" shows the full error; then pip install --force-reinstall {dist}'
 
 
 def _hardware_findings(backend, ctx):
     kind, count = ctx.kind, len(ctx.devices)
     if kind not in backend.ready_on + backend.degraded_on:
-        reason = f"needs a {'/'.join(backend.ready_on)} accelerator; this machine: {kind}"
+        reason = f"needs a {'/'.join(backend.ready_on)} GPU; this machine: {kind}"
         return [Finding(UNAVAILABLE, reason, _no_gpu_step(backend))]
     findings = []
     if kind in backend.degraded_on:
         reason = f"runs on {kind} with limits (fully supported on {'/'.join(backend.ready_on)})"
-        findings.append(Finding(DEGRADED, reason))
+        findings.append(Finding(DEGRADED, reason, background=True))
     hidden = (ctx.facts.get("accelerators") or {}).get("physical_device_count")
     if kind != "cpu" and backend.min_devices and count == 0 and hidden:
         reason = "no GPU visible (CUDA_VISIBLE_DEVICES hides them all)"
@@ -1299,8 +1368,6 @@ def _hardware_findings(backend, ctx):
 def _no_gpu_step(backend):
     if backend.name == "flash_attn":
         return 'keep attn_implementation="sdpa"'
-    if backend.name == "bf16":
-        return "train in fp32 or fp16"
     return f"run on a machine with a {'/'.join(backend.ready_on)} GPU"
 
 
@@ -1312,7 +1379,8 @@ def _torch_build_findings(ctx):
     variant, version = build.get("variant"), build.get("version")
     if ctx.kind == "cuda" and variant != "cuda":
         reason = f"torch {version} is a {variant} build: it cannot use the NVIDIA GPUs"
-        fix = "install a CUDA build of torch (pip install torch --index-url https://download.pytorch.org/whl/cu128)"
+        cuda = "".join(map(str, release_tuple(acc.get("cuda_driver_version"))[:2])) or "128"
+        fix = f"pip install torch --index-url https://download.pytorch.org/whl/cu{cuda} (or a lower cuXYZ)"
         return [Finding(UNAVAILABLE, reason, fix)]
     if ctx.kind == "rocm" and variant not in ("rocm", None):
         reason = f"torch {version} is a {variant} build: it cannot use the AMD GPUs"
@@ -1374,35 +1442,36 @@ def _vllm_findings(ctx):
     return findings + (_vllm_server_findings(server) if server else [])
 
 
+# TRL 1.16.0's `trl vllm-serve` runs `vllm serve` with VLLM_SERVER_DEV_MODE=1,
+# --weight-transfer-config '{"backend": "nccl"}' and --logprobs-mode processed_logprobs.
+TRL_VLLM_SERVE = "trl vllm-serve --model <model>"
+
+
 def _vllm_server_findings(server):
     url, health = server.get("url"), server.get("health")
     if health is None:
         reason = f"vLLM server {url} unreachable: {server.get('error')}"
-        return [
-            Finding(DEGRADED, reason, "start it: VLLM_SERVER_DEV_MODE=1 vllm serve <model> ...")
-        ]
+        return [Finding(DEGRADED, reason, f"start it with {TRL_VLLM_SERVE}")]
     if health != 200:
         reason = f"vLLM server {url} /health answered {health}"
         return [Finding(DEGRADED, reason, "wait for the server to finish loading")]
     if not server.get("dev_mode"):
-        reason = (
-            f"vLLM server {url} has no /server_info (status {server.get('server_info_status')}): "
-            "dev mode is off, TRL cannot sync weights"
-        )
-        return [
-            Finding(DEGRADED, reason, "restart it with VLLM_SERVER_DEV_MODE=1 in its environment")
-        ]
+        status = server.get("server_info_status")
+        reason = f"vLLM server {url}: /server_info answered {status}, so dev mode is off and TRL "
+        reason += "cannot sync weights"
+        fix = f"restart it with {TRL_VLLM_SERVE} (or VLLM_SERVER_DEV_MODE=1 vllm serve ...)"
+        return [Finding(DEGRADED, reason, fix)]
     if server.get("weight_transfer_config") is None:
         reason = f"vLLM server {url} has no weight_transfer_config: TRL cannot sync weights"
-        fix = """restart it with --weight-transfer-config '{"backend": "nccl"}'"""
+        fix = f"""restart it with {TRL_VLLM_SERVE} (or --weight-transfer-config '{{"backend": "nccl"}}')"""
         return [Finding(DEGRADED, reason, fix)]
     findings = [Finding(READY, f"vLLM server {url} is up, dev mode on, weight transfer configured")]
     mode = server.get("logprobs_mode")
     if mode and mode != "processed_logprobs":
-        reason = f"server runs --logprobs-mode {mode}; GRPO's importance sampling expects processed_logprobs"
-        findings.append(
-            Finding(DEGRADED, reason, "restart it with --logprobs-mode processed_logprobs")
-        )
+        reason = f"server runs --logprobs-mode {mode}; TRL's importance sampling correction "
+        reason += "expects processed_logprobs (temperature applied)"
+        fix = "restart it with --logprobs-mode processed_logprobs"
+        findings.append(Finding(DEGRADED, reason, fix))
     return findings
 
 
@@ -1414,13 +1483,9 @@ def _bf16_findings(ctx):
             return [Finding(UNAVAILABLE, reason, "use fp32, or upgrade macOS")]
         return [Finding(READY, "MPS supports bf16 on macOS 14+ (transformers checks the version)")]
     if ctx.kind == "cpu":
-        reason = "no accelerator: bf16 only with use_cpu=True (slow)"
-        return [Finding(DEGRADED, reason, "set use_cpu=True, or bf16=False")]
-    if ctx.min_cc is not None and ctx.min_cc < (8, 0):
-        reason = (
-            "torch accepts bf16 by emulation, so TRL's default bf16=True passes but runs slowly"
-        )
-        return [Finding(DEGRADED, reason, "set fp16=True, bf16=False")]
+        # transformers 5.24.0 training_args.py: "Your setup doesn't support bf16/gpu."
+        reason = "no GPU: TRL's default bf16=True raises ValueError unless use_cpu=True"
+        return [Finding(DEGRADED, reason, "set use_cpu=True (slow bf16 on CPU), or bf16=False")]
     return []
 
 
@@ -1456,40 +1521,28 @@ def _any_nvlink(ctx):
 
 
 def judge_backend(backend, ctx):
-    findings = _missing_findings(backend, ctx) + _hardware_findings(backend, ctx)
-    findings += [
-        f
-        for f in (
-            check_rule(r, ctx)
-            for r in ctx.rules
-            if r.backend == backend.name and rule_applies(r, ctx)
-        )
-        if f
-    ]
-    findings += _requires_findings(backend, ctx) + _special_findings(backend, ctx)
-    status = max((f.status for f in findings), key=STATUSES.index, default="ready")
-    problems = [f for f in findings if f.status != "ready"]
-    notes = [f for f in findings if f.status == "ready" and not (problems and f.passed_rule)]
-    ordered = sorted(problems, key=lambda f: -STATUSES.index(f.status)) + notes
-    if status == "ready":
+    findings = (
+        _package_findings(backend, ctx)
+        + _hardware_findings(backend, ctx)
+        + rule_findings(backend, ctx)
+        + _requires_findings(backend, ctx)
+        + _special_findings(backend, ctx)
+    )
+    status = max((f.status for f in findings), key=STATUSES.index, default=READY)
+    real_problem = any(f.status != READY and not f.background for f in findings)
+    shown = [f for f in findings if not (real_problem and f.background)]
+    ordered = sorted(shown, key=lambda f: -STATUSES.index(f.status))  # stable: notes last
+    if status == READY:
         installed = [
             f"{d} {ctx.versions[d]}" for g in backend.needs for d in g if d in ctx.versions
         ]
         basis = f"{', '.join(installed)} installed" if installed else "no packages needed"
-        ordered.insert(0, Finding("ready", f"{basis}; accelerator: {_describe_kind(ctx)}"))
-    next_step = next((f.next_step for f in ordered if f.status == status and f.next_step), None)
-    if status == "ready":
+        ordered.insert(0, Finding(READY, basis))
         next_step = backend.enable
-    elif status == "degraded" and next_step is None:
-        next_step = f"usable; {backend.enable}"
+    else:
+        steps = (f.next_step for f in ordered if f.status == status and f.next_step)
+        next_step = next(steps, f"usable; {backend.enable}" if status == DEGRADED else None)
     return {"status": status, "reasons": _dedupe(f.reason for f in ordered), "next_step": next_step}
-
-
-def _describe_kind(ctx):
-    if ctx.kind == "cpu":
-        return "none (CPU only)"
-    names = sorted({d.get("name") or "?" for d in ctx.devices})
-    return f"{len(ctx.devices)}x {ctx.kind} ({', '.join(names)})" if ctx.devices else ctx.kind
 
 
 def _dedupe(items):
@@ -1499,6 +1552,11 @@ def _dedupe(items):
             seen.add(item)
             out.append(item)
     return out
+
+
+# --------------------------------------------------------------------------------------
+# Judge: the accelerate config, cross-checks, the report
+# --------------------------------------------------------------------------------------
 
 
 def check_accelerate_config(ctx):
@@ -1608,53 +1666,50 @@ def build_report(facts):
     return report
 
 
-# --------------------------------------------------------------------------------------
-# Rendering
-# --------------------------------------------------------------------------------------
+# ======================================================================================
+# Render: text for people, JSON for programs (JSON keeps every fact; text picks)
+# ======================================================================================
 
-WIDTH = 96
 COLOURS = {"ready": "32", "degraded": "33", "not_installed": "2", "unavailable": "31"}
+NAME_COL, STATUS_COL = 18, 14
+REASON_INDENT = " " * (2 + NAME_COL + STATUS_COL)
 
 
 def render_json(report):
-    return json.dumps(report, indent=2, sort_keys=False, default=str)
+    return json.dumps(report, indent=2, default=str)
 
 
-def _wrap(text, indent, width=WIDTH):
+def text_width():
+    import shutil
+
+    return max(72, min(100, shutil.get_terminal_size((88, 24)).columns))
+
+
+def _wrap(text, indent, width):
+    """Fill to `width`; a no-break space (\\xa0) keeps "name version" on one line."""
     import textwrap
 
-    return textwrap.fill(
+    filled = textwrap.fill(
         text,
-        width=width,
+        width,
         initial_indent=indent,
         subsequent_indent=indent + "  ",
+        break_long_words=False,
         break_on_hyphens=False,
     )
+    return filled.replace("\xa0", " ")
 
 
-def render_text(report, colour=False):
+def render_text(report, colour=False, width=88):
     lines = [_header(report), ""]
-    lines += _accelerator_lines(report)
-    lines += _package_lines(report)
-    lines += _env_and_config_lines(report)
-    lines += ["", "Backends (status, why, next step):"]
-    for name, verdict in report["backends"].items():
-        status = verdict["status"]
-        first = _wrap(verdict["reasons"][0] if verdict["reasons"] else "", " " * 33)
-        first = f"  {name:<17}{status:<14}" + first[33:]
-        if colour:
-            first = first.replace(status, f"\033[{COLOURS[status]}m{status}\033[0m", 1)
-        lines.append(first)
-        for reason in verdict["reasons"][1:3]:
-            lines.append(_wrap(reason, " " * 33))
-        if verdict["next_step"]:
-            lines.append(_wrap(f"-> {verdict['next_step']}", " " * 33))
+    lines += _accelerator_lines(report, width)
+    lines += _package_lines(report, width)
+    lines += _env_and_config_lines(report, width)
+    lines += ["", "Backends:"] + _backend_lines(report, colour, width)
     if report.get("warnings"):
-        lines += ["", "Warnings:"] + [_wrap(w, "  ! ") for w in report["warnings"]]
-    lines += [
-        "",
-        f"Collected in {report.get('timings', {}).get('total', 0):.2f} s. --json for every fact.",
-    ]
+        lines += ["", "Warnings:"] + [_wrap(w, "  ! ", width) for w in report["warnings"]]
+    total = report.get("timings", {}).get("total", 0)
+    lines += ["", f"Collected in {total:.2f} s; --json has every fact and every reason."]
     return "\n".join(lines)
 
 
@@ -1663,99 +1718,145 @@ def _header(report):
     return f"Python {py['version']} ({py['executable']}) on {plat['platform']}"
 
 
-def _accelerator_lines(report):
+def _accelerator_lines(report, width):
     acc, build = report["accelerators"], report["torch_build"]
     lines = [f"Accelerator: {acc['kind']}"]
     if acc.get("driver_version"):
-        lines[0] += f"  driver {acc['driver_version']} (CUDA {acc.get('cuda_driver_version')})"
+        lines[0] += f", driver {acc['driver_version']} (CUDA {acc.get('cuda_driver_version')})"
     if acc.get("error") and acc["kind"] in ("cpu", "cuda"):
-        lines.append(_wrap(f"NVML: {acc['error']}", "  "))
-    for dev in acc.get("devices") or []:
-        mem = dev.get("memory_total_mib")
-        free = dev.get("memory_free_mib")
-        memory = (
-            f"{mem / 1024:.1f} GiB" + (f" ({free / 1024:.1f} free)" if free is not None else "")
-            if mem
-            else ""
-        )
-        extra = " MIG" if dev.get("mig_enabled") else ""
-        lines.append(
-            f"  [{dev.get('index')}] {dev.get('name')}  CC {dev.get('compute_capability')}  {memory}{extra}"
-        )
+        lines.append(_wrap(f"NVML: {acc['error']}", "  ", width))
+    lines += [_wrap(text, "  ", width) for text in _device_groups(acc.get("devices") or [])]
     nvlinked = [t for t in acc.get("topology") or [] if t.get("nvlink")]
     if nvlinked:
         lines.append(f"  NVLink between {len(nvlinked)} GPU pair(s)")
     if build.get("version"):
-        lines.append(
-            f"torch {build['version']}: {build.get('variant')} build"
-            + (f", CUDA {build['cuda']}" if build.get("cuda") else "")
-            + (f", HIP {build['hip']}" if build.get("hip") else "")
-        )
+        text = f"torch {build['version']}: {build.get('variant')} build"
+        text += f", CUDA {build['cuda']}" if build.get("cuda") else ""
+        text += f", HIP {build['hip']}" if build.get("hip") else ""
+        lines.append(text)
     runtime = report.get("torch_runtime")
     if runtime:
-        lines.append(
-            _wrap("torch runtime: " + ", ".join(f"{k}={v}" for k, v in runtime.items()), "  ")
-        )
+        skip = ("version", "cuda_build", "hip_build")  # already on the torch line
+        shown = ", ".join(f"{k}={v}" for k, v in runtime.items() if k not in skip)
+        lines.append(_wrap(f"torch runtime: {shown}", "  ", width))
     return lines
 
 
-def _package_lines(report):
-    installed, missing = [], []
+def _device_groups(devices):
+    """One line per model: '8x NVIDIA H100 80GB HBM3 [0-7], CC 9.0, 79.6 GiB, min free 79.6'."""
+    groups = {}
+    for dev in devices:
+        key = (dev.get("name"), dev.get("compute_capability"), dev.get("memory_total_mib"))
+        groups.setdefault(key, []).append(dev)
+    for (name, cc, total), devs in groups.items():
+        indices = ",".join(str(d.get("index")) for d in devs)
+        text = f"{len(devs)}x {name} [GPU {indices}]"
+        if cc:
+            text += f", CC {cc}"
+        if total:
+            text += f", {total / 1024:.1f} GiB"
+        free = [d["memory_free_mib"] for d in devs if d.get("memory_free_mib") is not None]
+        if free:
+            text += f", {'min ' if len(devs) > 1 else ''}free {min(free) / 1024:.1f} GiB"
+        if any(d.get("mig_enabled") for d in devs):
+            text += ", MIG on"
+        yield text
+
+
+def relevant_dists(kind):
+    """Distributions a backend usable on this accelerator kind needs (first of alternatives)."""
+    usable = [b for b in BACKENDS if kind in b.ready_on + b.degraded_on]
+    return {group[0] for b in usable for group in b.needs}
+
+
+def _package_lines(report, width):
+    installed, missing, hidden = [], [], 0
+    relevant = relevant_dists(report["accelerators"]["kind"])
     for name, pkg in report["packages"].items():
-        if not pkg["installed"]:
+        if pkg["installed"]:
+            text = f"{name}\xa0{pkg['version']}" + (" (editable)" if pkg.get("editable") else "")
+            outcome = pkg.get("import")
+            if outcome:
+                done = "" if outcome["status"] == "ok" else f"import {outcome['status']}, "
+                text += f"\xa0({done}{outcome['seconds']:.1f}\xa0s)".replace(" ", "\xa0")
+            installed.append(text)
+        elif name in relevant:
             missing.append(name)
-            continue
-        text = f"{name} {pkg['version']}" + (" (editable)" if pkg.get("editable") else "")
-        outcome = pkg.get("import")
-        if outcome:
-            text += f" [import {outcome['status']} {outcome['seconds']:.1f}s]"
-        installed.append(text)
-    return [
-        "",
-        _wrap("Installed: " + ", ".join(installed), ""),
-        _wrap("Not installed: " + ", ".join(missing), ""),
-    ]
+        else:
+            hidden += 1
+    probed = any(pkg.get("import") for pkg in report["packages"].values())
+    title = "Installed (import time): " if probed else "Installed: "
+    lines = ["", _wrap(title + ", ".join(installed), "", width)]
+    if missing:
+        lines.append(_wrap("Missing for backends usable here: " + ", ".join(missing), "", width))
+    if hidden:
+        lines.append(f"({hidden} other optional packages not installed; see --json)")
+    return lines
 
 
-def _env_and_config_lines(report):
+def _backend_lines(report, colour, width):
+    kind = report["accelerators"]["kind"]
+    need_gpu = [b.name for b in BACKENDS if kind not in b.ready_on + b.degraded_on]
+    if report.get("vllm_server"):
+        need_gpu = [n for n in need_gpu if n != "vllm"]  # keep the server's findings in view
+    lines = []
+    for name, verdict in report["backends"].items():
+        if name not in need_gpu:
+            lines += _verdict_lines(name, verdict, colour, width)
+    if need_gpu:
+        text = f"Need a GPU (this machine: {kind}), so unavailable: {', '.join(need_gpu)}"
+        lines.append(_wrap(text, "  ", width))
+    return lines
+
+
+def _verdict_lines(name, verdict, colour, width):
+    status, reasons = verdict["status"], verdict["reasons"] or [""]
+    label = (
+        f"\033[{COLOURS[status]}m{status:<{STATUS_COL}}\033[0m"
+        if colour
+        else f"{status:<{STATUS_COL}}"
+    )
+    # Ready: the installed versions say enough. Otherwise the worst reasons, without the
+    # [source] citations (--json keeps them).
+    shown = [re.sub(r" \[[^\]]*\]$", "", r) for r in reasons[: 1 if status == READY else 3]]
+    first = _wrap(shown[0], REASON_INDENT, width)[len(REASON_INDENT) :]
+    lines = [f"  {name:<{NAME_COL}}{label}{first}"]
+    lines += [_wrap(reason, REASON_INDENT, width) for reason in shown[1:]]
+    if verdict["next_step"]:
+        lines.append(_wrap(f"-> {verdict['next_step']}", REASON_INDENT, width))
+    return lines
+
+
+def _env_and_config_lines(report, width):
     env = report["environment"]
-    lines = [""]
     shown = ", ".join(f"{k}={v}" for k, v in env.items() if k != "LD_LIBRARY_PATH")
-    lines.append(_wrap(f"Environment: {shown or '(no backend-related variables set)'}", ""))
+    texts = [f"Environment: {shown or '(no backend-related variables set)'}"]
     config = report["config"]
     if config.get("exists"):
         values = config.get("values") or {}
-        summary = ", ".join(
-            f"{k}={values[k]}"
-            for k in ("distributed_type", "num_processes", "mixed_precision")
-            if k in values
-        )
-        lines.append(
-            _wrap(
-                f"Accelerate config ({config['source']}): {config['path']}: {summary or config.get('error')}",
-                "",
-            )
-        )
+        keys = ("distributed_type", "num_processes", "mixed_precision")
+        summary = ", ".join(f"{k}={values[k]}" for k in keys if k in values)
+        texts.append(f"Accelerate config ({config['source']}): {config['path']}: ")
+        texts[-1] += summary or config.get("error") or "(empty)"
     else:
-        lines.append(
-            _wrap(f"Accelerate config: none at {config['path']} (accelerate defaults apply)", "")
+        texts.append(f"Accelerate config: none at {config['path']} (accelerate defaults apply)")
+    lines = [""] + [_wrap(text, "", width) for text in texts]
+    lines += [_wrap(p, "  ! ", width) for p in config.get("problems") or []]
+    server = report.get("vllm_server")
+    if server:
+        text = (
+            f"vLLM server {server['url']}: health={server.get('health')}, "
+            f"dev_mode={server.get('dev_mode')}, models={server.get('models')}"
         )
-    lines += [_wrap(p, "  ! ") for p in config.get("problems") or []]
-    if report.get("vllm_server"):
-        server = report["vllm_server"]
         lines.append(
-            _wrap(
-                f"vLLM server {server['url']}: health={server.get('health')} dev_mode={server.get('dev_mode')} "
-                f"models={server.get('models')} {server.get('error') or ''}",
-                "",
-            )
+            _wrap(text + (f", {server['error']}" if server.get("error") else ""), "", width)
         )
     return lines
 
 
-# --------------------------------------------------------------------------------------
+# ======================================================================================
 # Command line
-# --------------------------------------------------------------------------------------
+# ======================================================================================
 
 EPILOG = f"""\
 exit status:
@@ -1770,7 +1871,7 @@ the package alone will not help: hardware, broken import, wrong build)
   python, platform            interpreter and OS facts
   packages.<dist>             {{installed, version, location, editable?, duplicates?, broken?,
                                requires?, import? = {{status: ok|error|timeout|crashed,
-                               detail, seconds}} (with --imports)}}
+                               detail, seconds, module_version?}} (with --imports)}}
   torch_build                 {{version, cuda, hip, xpu, variant}} from torch/version.py
   accelerators                {{kind: cuda|rocm|mps|xpu|npu|cpu, driver_version,
                                cuda_driver_version, devices: [{{index, name, uuid,
@@ -1780,7 +1881,8 @@ the package alone will not help: hardware, broken import, wrong build)
   config                      accelerate config {{path, source, exists, values, problems}}
   torch_runtime               (--imports) torch's own view, with PYTORCH_NVML_BASED_CUDA_CHECK=1
   vllm_server                 (--vllm-url) health, models, dev_mode, weight_transfer_config
-  backends.<name>             {{status, reasons: [..], next_step}} for each backend:
+  backends.<name>             {{status, reasons: [worst first; a rule's source in [..]],
+                               next_step: one command or setting, or null}} for each of:
                                {", ".join(BACKEND_NAMES[:7])},
                                {", ".join(BACKEND_NAMES[7:])}
   warnings, timings
@@ -1890,7 +1992,7 @@ def main(argv=None):
             and not os.environ.get("NO_COLOR")
             and os.environ.get("TERM") != "dumb"
         )
-        print(render_text(report, colour=colour))
+        print(render_text(report, colour=colour, width=text_width()))
     unmet = [n for n in args.require or [] if report["backends"][n]["status"] != "ready"]
     if unmet:
         detail = "; ".join(f"{n} is {report['backends'][n]['status']}" for n in unmet)

@@ -113,8 +113,14 @@ def test_imports_report_error_timeout_and_crash_in_parallel(tmp_path):
     for name in ("deepspeed", "vllm", "flash_attn", "liger"):
         assert backends[name]["status"] == "unavailable", (name, backends[name])
     assert "libcudart.so.12" in " ".join(backends["deepspeed"]["reasons"])
-    assert "reinstall deepspeed" in backends["deepspeed"]["next_step"]
+    assert "--force-reinstall --no-cache-dir deepspeed" in backends["deepspeed"]["next_step"]
     assert backends["peft"]["status"] == "ready"
+    # torch is imported once: its probe also reads the runtime, which this fake lacks.
+    assert packages["torch"]["import"]["status"] == "ok"
+    assert report["torch_runtime"] == {
+        "error": "ModuleNotFoundError: No module named 'torch.distributed'"
+    }
+    assert backends["bf16"]["status"] == "ready" and backends["nccl"]["status"] == "ready"
 
 
 def test_without_imports_nothing_is_imported(tmp_path):
@@ -226,3 +232,20 @@ def test_torch_cpu_build_on_a_gpu_box_is_unavailable(tmp_path):
     fsdp2 = report["backends"]["fsdp2"]
     assert fsdp2["status"] == "unavailable"
     assert "cannot use the NVIDIA GPUs" in fsdp2["reasons"][0]
+
+
+def test_text_report_on_a_gpu_node_has_a_row_per_backend(tmp_path):
+    proc = run_check(site=cuda_site(tmp_path), isolated=True, env={"COLUMNS": "88"})
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert "8x NVIDIA H100 80GB HBM3 [GPU 0,1,2,3,4,5,6,7], CC 9.0, 79.6 GiB" in proc.stdout
+    assert "Need a GPU" not in proc.stdout
+    starts = [line.split()[0] for line in proc.stdout.splitlines() if line[:2] == "  " != line[:3]]
+    backends = "vllm deepspeed fsdp2 context_parallel ulysses peft qlora liger unsloth kernels"
+    assert [s for s in starts if s in backends.split() + ["flash_attn", "bf16", "nccl"]] == (
+        backends.split() + ["flash_attn", "bf16", "nccl"]
+    )
+    # On a CUDA node every backend's missing package is worth naming; plumbing is not.
+    assert (
+        "Missing for backends usable here: peft, bitsandbytes, deepspeed, vllm, liger-kernel,\n"
+        "  unsloth, kernels, flash-attn\n"
+    ) in proc.stdout

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ EXPECTED = {
     "a100_80gb_4x": (R, R, R, R, R, R, R, R, N, R, R, R, R),
     "l4": (R, R, D, U, U, R, R, R, N, R, R, R, R),
     "t4": (R, R, D, U, U, R, R, R, N, R, U, D, R),
-    "v100_8x": (R, R, R, R, R, R, D, R, N, R, U, D, R),
+    "v100_8x": (R, R, R, R, R, R, R, R, N, R, U, D, R),
     "a100_mig_slice": (R, R, D, U, U, R, R, R, N, R, R, R, D),
     "rtx4090_2x": (R, N, R, R, N, R, R, R, N, R, R, R, R),
     "mi300x_8x": (R, R, R, D, D, R, N, R, N, N, N, R, R),
@@ -76,11 +77,11 @@ def reasons(data, backend):
 def test_t4_and_v100_reasons_name_the_hardware_gate():
     verdict, text = reasons(facts("t4"), "flash_attn")
     assert "lowest visible compute capability 7.5" in text and "FlashAttention-2" in text
-    assert verdict["next_step"] == 'keep attn_implementation="sdpa"' or "sdpa" in text
+    assert verdict["next_step"] == 'keep attn_implementation="sdpa"'
     verdict, text = reasons(facts("v100_8x"), "bf16")
     assert "emulation" in text and verdict["next_step"] == "set fp16=True, bf16=False"
-    verdict, text = reasons(facts("v100_8x"), "qlora")
-    assert "7.5" in text
+    # bitsandbytes' CC < 7.5 warning concerns int8 matmul; 4-bit QLoRA is not gated on it.
+    assert "compute capability" not in reasons(facts("v100_8x"), "qlora")[1]
 
 
 def test_fa3_on_ampere_is_degraded_and_fa4_unavailable():
@@ -104,11 +105,42 @@ def test_version_gates_from_the_rules_table():
     result = statuses(data)
     assert result["deepspeed"] == D  # TRL extra wants 0.18.6; still runs
     assert result["ulysses"] == D  # >= 0.18.2 for accelerate's SP, < 0.18.6 for TRL
-    assert result["liger"] == U
+    assert result["liger"] == D  # below TRL's extra (0.8.2), above transformers' gate (0.3.0)
     assert result["kernels"] == U
     assert result["fsdp2"] == U and result["context_parallel"] == U
     data["packages"]["deepspeed"]["version"] = "0.17.0"
-    assert statuses(data)["ulysses"] == U
+    data["packages"]["liger-kernel"]["version"] = "0.2.1"
+    result = statuses(data)
+    assert result["ulysses"] == U and result["liger"] == U
+
+
+def test_one_finding_per_subject_with_the_tightest_fix():
+    data = facts("h100_8x_nvlink")
+    data["packages"]["deepspeed"]["version"] = "0.17.0"  # misses 0.18.2 (accelerate) and 0.18.6
+    verdict, text = reasons(data, "ulysses")
+    assert verdict["status"] == U and text.count("deepspeed 0.17.0") == 1
+    assert verdict["next_step"] == 'pip install -U "deepspeed>=0.18.6"'
+
+
+def test_bitsandbytes_needs_what_transformers_needs_not_what_trl_pins():
+    data = facts("h100_8x_nvlink")
+    data["packages"]["bitsandbytes"]["version"] = "0.45.5"  # meets TRL's extra (>=0.45.1)
+    verdict, text = reasons(data, "qlora")
+    assert verdict["status"] == U and "0.46.1" in text
+    assert verdict["next_step"] == 'pip install -U "bitsandbytes>=0.46.1"'
+
+
+def test_liger_0_8_1_on_pre_ampere_and_use_kernels_on_transformers_5_3():
+    data = facts("t4")
+    data["packages"]["liger-kernel"]["version"] = "0.8.1"
+    verdict, text = reasons(data, "liger")
+    assert verdict["status"] == U and "huggingface/trl#6767" in text
+    data = facts("h100_8x_nvlink")
+    data["packages"]["transformers"]["version"] = "5.3.0"
+    verdict, _ = reasons(data, "kernels")
+    assert verdict["status"] == U and verdict["next_step"] == 'pip install -U "transformers>=5.4.0"'
+    data["packages"]["transformers"]["version"] = "5.1.0"  # deepspeed extra excludes it
+    assert statuses(data)["deepspeed"] == D
 
 
 def test_liger_nightly_counts_as_liger():
@@ -154,7 +186,7 @@ def test_import_failure_overrides_ready():
     }
     verdict, text = reasons(data, "flash_attn")
     assert verdict["status"] == U and "undefined symbol" in text
-    assert "reinstall flash-attn" in verdict["next_step"]
+    assert "--force-reinstall --no-cache-dir flash-attn" in verdict["next_step"]
 
 
 def test_mps_bf16_needs_macos_14():
@@ -174,6 +206,9 @@ def test_vllm_server_facts_feed_the_vllm_verdict():
     verdict, _ = reasons(data, "vllm")
     assert "--weight-transfer-config" in verdict["next_step"]
     data["vllm_server"]["weight_transfer_config"] = {"backend": "nccl"}
+    data["vllm_server"]["logprobs_mode"] = "raw_logprobs"
+    verdict, _ = reasons(data, "vllm")
+    assert verdict["next_step"] == "restart it with --logprobs-mode processed_logprobs"
     data["vllm_server"]["logprobs_mode"] = "processed_logprobs"
     assert reasons(data, "vllm")[0]["status"] == R
 
@@ -227,6 +262,16 @@ def test_builtin_yaml_parser_reads_trl_shipped_configs():
         assert cob.parse_flat_yaml(path.read_text()) == yaml.safe_load(path.read_text()), path.name
 
 
+def test_import_probes_start_with_the_heaviest():
+    data = facts("h100_8x_nvlink")
+    order = list(cob.import_probe_targets(data["packages"]))
+    assert order[:3] == ["vllm", "peft", "deepspeed"]  # each imports torch and more
+    assert order.index("torch") < order.index("transformers") < order.index("huggingface-hub")
+    assert set(order) == {n for n, p in data["packages"].items() if p["installed"]} - {
+        "nvidia-nccl-cu12"  # no module to import
+    }
+
+
 def test_rules_table_is_well_formed():
     for rule in cob.RULES:
         assert rule.backend in cob.BACKEND_NAMES
@@ -235,3 +280,17 @@ def test_rules_table_is_well_formed():
         assert cob.version_satisfies("0", rule.spec) is not None, rule
     lines = [r.when[1] for r in cob.RULES if r.when and r.when[0] == "trl"]
     assert "1.16" in lines and len(lines) >= 10
+
+
+def test_text_colours_only_the_status_when_asked():
+    data = facts("cpu_only")
+    data.update(
+        python={"version": "3.11.7", "executable": "python"},
+        platform={"platform": "Linux"},
+        environment={},
+    )
+    report = cob.build_report(data)
+    plain, coloured = cob.render_text(report), cob.render_text(report, colour=True)
+    assert "\033[" not in plain
+    assert "peft              \033[32mready" in coloured
+    assert re.sub(r"\033\[[0-9;]*m", "", coloured) == plain
