@@ -30,6 +30,7 @@ NF4_BYTES = (4 + 32 / 64) / 8  # single quantization: one fp32 absmax per 64 wei
 # TRL 1.16.0 fused LM head (trl/kernels/chunked_logprob.py): tiles of TOKEN_CHUNK_SIZE tokens by
 # _CHUNKED_LOGPROB_CHUNK_SIZE vocabulary entries (trl/trainer/utils.py).
 FUSED_TOKEN_TILE = 4096
+UNFUSED_LOGITS_COPIES = 3
 FUSED_VOCAB_TILE = 32768
 LINEAR_NAMES = (
     "q_proj",
@@ -467,7 +468,13 @@ def layer_activation_bytes(shape: ModelShape, s: Settings) -> float:
     activations; the 5*a*s/h attention-score term is not stored by SDPA/FlashAttention kernels."""
     sbh = s.seq_len * sequences_per_micro_batch(s) * shape.hidden
     score_term = 5 * shape.heads * s.seq_len / shape.hidden if s.attention == "eager" else 0.0
-    return sbh * (34 + score_term)
+    return sbh * (34 + score_term) * activation_scale(s)
+
+
+def activation_scale(s: Settings) -> float:
+    """The paper's bytes assume 16-bit activations; fp32 compute stores twice as much (measured
+    on CPU: 79 vs 44 bytes per s*b*h for a Llama layer, tests/test_estimate_memory_measured.py)."""
+    return DTYPE_BYTES[s.dtype] / 2
 
 
 def loss_head_bytes(shape: ModelShape, s: Settings) -> float:
@@ -475,7 +482,9 @@ def loss_head_bytes(shape: ModelShape, s: Settings) -> float:
     if s.trainer == "reward":
         return 0.0  # sequence-classification head: one score per sequence
     if not uses_fused_loss(s):
-        return tokens * shape.vocab * 4  # fp32 logits
+        # Full logits: at the start of backward the fp32 log-softmax output and two logits-sized
+        # fp32 gradients are live together (measured 3.1-3.2x one fp32 logits tensor on CPU).
+        return tokens * shape.vocab * 4 * UNFUSED_LOGITS_COPIES
     d = DTYPE_BYTES[s.dtype]
     tile = min(tokens, FUSED_TOKEN_TILE) * min(shape.vocab, FUSED_VOCAB_TILE) * d
     grad_hidden = tokens * shape.hidden * 4  # backward accumulates in fp32
@@ -493,7 +502,7 @@ def activation_bytes(shape: ModelShape, s: Settings) -> float:
         # Korthikanti et al. 2022 sec. 4.3 (full recomputation): 2*s*b*h bytes of layer input kept
         # per layer, plus one layer's full working set while it is recomputed.
         sbh = s.seq_len * sequences_per_micro_batch(s) * shape.hidden
-        layers = shape.layers * 2 * sbh + per_layer
+        layers = shape.layers * 2 * sbh * activation_scale(s) + per_layer
     else:
         layers = shape.layers * per_layer
     return layers + loss_head_bytes(shape, s)
@@ -703,7 +712,7 @@ def assumptions(shape: ModelShape, s: Settings) -> list:
         "zero3/fsdp2 add a gather buffer: two unsharded decoder layers or the whole lm_head "
         "(the fused LM head gathers it), whichever is larger",
         f"activations (Korthikanti et al. 2022): s*b*h*{'(34 + 5*a*s/h)' if s.attention == 'eager' else '34'} "
-        "bytes per layer with 16-bit activations"
+        "bytes per layer with 16-bit activations, twice that with fp32 compute"
         + (
             "; the 5*a*s/h attention-score term is dropped (SDPA/FlashAttention keep no score matrix)"
             if s.attention != "eager"
@@ -752,7 +761,10 @@ def _loss_assumption(s: Settings) -> str:
             f"(no full logits): one {FUSED_TOKEN_TILE} x {FUSED_VOCAB_TILE} tile in the compute "
             "dtype, fp32 gradient of the hidden states, and an fp32 lm_head gradient when it trains"
         )
-    return "full logits materialised: s*b*vocab*4 bytes (fp32)"
+    return (
+        "full logits materialised: 3 x s*b*vocab*4 bytes (fp32 log-softmax output and two "
+        "logits-sized gradients live at the start of backward)"
+    )
 
 
 def _reference_assumption(s: Settings) -> str:

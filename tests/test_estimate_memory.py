@@ -278,7 +278,7 @@ def test_activations_without_recomputation_hand_computed():
     # eager adds 5*a*s/h = 5*32*2048/4096 = 80 -> s*b*h*114 = 956,301,312 bytes
     eager = dataclasses.replace(s, attention="eager")
     assert em.layer_activation_bytes(shape, eager) == 956_301_312
-    logits = 2048 * 128256 * 4  # fp32 logits without the fused head
+    logits = 3 * 2048 * 128256 * 4  # three fp32 logit-sized tensors without the fused head
     assert em.activation_bytes(shape, s) == 32 * 285_212_672 + logits
 
 
