@@ -76,8 +76,6 @@ class ModelShape:
     layers: int
     heads: int
     vocab: int
-    embedding_params: int  # input embedding (+ untied lm_head) kept in the compute dtype by QLoRA
-    lm_head_tied: bool
     block_params: int  # largest decoder layer, for the ZeRO-3/FSDP gather working set
     # module name -> sum over occurrences of (in_features + out_features), for LoRA counting
     lora_dims: dict = field(default_factory=dict)
@@ -290,8 +288,6 @@ def count_params(config: dict) -> ModelShape:
         layers=layers,
         heads=c["num_attention_heads"],
         vocab=vocab,
-        embedding_params=vocab * h * (1 if tied else 2),
-        lm_head_tied=tied,
         block_params=block_max,
         lora_dims=lora_dims,
         quantizable_params=quantizable,
@@ -315,8 +311,6 @@ def shape_from_params(params: float, vocab: int = 32000) -> ModelShape:
         layers=layers,
         heads=max(1, hidden // 128),
         vocab=vocab,
-        embedding_params=min(embed, int(params)),
-        lm_head_tied=False,
         block_params=int(max(params - embed, 0) / layers),
         lora_dims=lora_dims,
         quantizable_params=int(max(params - embed, 0)),

@@ -546,6 +546,12 @@ class Oracle:
     vllm_flags: set[str] = field(default_factory=set)
     scripts: dict[str, ScriptInfo] = field(default_factory=dict)  # "scripts/x.py" → info
     env_tokens: set[str] = field(default_factory=set)
+    # The scripts' real --json reports (root key → sample values) and the keys their --help
+    # documents as conditional (`import?`, `torch_runtime  (--imports)`).
+    json_samples: dict[str, list] = field(default_factory=dict)
+    json_optional: set[str] = field(default_factory=set)
+    defaults: dict[str, dict[str, list]] = field(default_factory=dict)  # class → field → values
+    main_classes: set[str] = field(default_factory=set)  # non-experimental config classes
 
     def add(self, table: dict[str, set[str]], names, origin: str) -> None:
         for n in names:
@@ -751,7 +757,123 @@ def _build_oracle() -> Oracle:
             o.add(o.names, info.strings, f"{rel} (string constant)")
 
     o.env_tokens = _grep_upper_tokens()
+    o.json_samples, o.json_optional = script_json_samples(o.scripts)
+    o.defaults = config_defaults(classes)
+    o.main_classes = {
+        n for n, c in classes.items() if not c.__module__.startswith("trl.experimental")
+    }
     return o
+
+
+# Runs whose --json output shows every key the docs may name (CPU machine: no devices).
+SCRIPT_JSON_RUNS = (
+    ("check_optional_backends.py", ("--json",)),
+    (
+        "estimate_memory.py",
+        (
+            "--params",
+            "7e9",
+            "--trainer",
+            "grpo",
+            "--vllm-mode",
+            "colocate",
+            "--gpus",
+            "8",
+            "--gpu-memory-gb",
+            "80",
+            "--json",
+        ),
+    ),
+    (
+        "estimate_memory.py",
+        (
+            "--params",
+            "7e9",
+            "--trainer",
+            "dpo",
+            "--tuning",
+            "qlora",
+            "--gpus",
+            "1",
+            "--gpu-memory-gb",
+            "24",
+            "--json",
+        ),
+    ),
+)
+
+
+_INSTANTIATE_PREFIXES = ("trl.", "transformers.", "peft.")
+
+
+def config_defaults(classes: dict[str, type]) -> dict[str, dict[str, list]]:
+    """class → field → the values a user gets by default: the declared default and, for
+    classes that construct without arguments, the value after __post_init__ (TRL resolves
+    `bf16=None` to True there). Fields without a default are absent."""
+    out: dict[str, dict[str, list]] = {}
+    for name, cls in classes.items():
+        vals: dict[str, list] = {}
+        if dataclasses.is_dataclass(cls):
+            for f in dataclasses.fields(cls):
+                if f.default is not dataclasses.MISSING:
+                    vals.setdefault(f.name, []).append(f.default)
+                elif f.default_factory is not dataclasses.MISSING:
+                    with contextlib.suppress(Exception):
+                        vals.setdefault(f.name, []).append(f.default_factory())
+        with contextlib.suppress(TypeError, ValueError):
+            for n, prm in inspect.signature(cls.__init__).parameters.items():
+                if n != "self" and prm.default is not inspect.Parameter.empty:
+                    vals.setdefault(n, []).append(prm.default)
+        if dataclasses.is_dataclass(cls) and cls.__module__.startswith(_INSTANTIATE_PREFIXES):
+            try:
+                with (
+                    simulated_bf16_gpu(),
+                    warnings.catch_warnings(),
+                    contextlib.redirect_stderr(io.StringIO()),
+                    contextlib.redirect_stdout(io.StringIO()),
+                ):
+                    warnings.simplefilter("ignore")
+                    inst = cls()
+            except Exception:  # noqa: BLE001, S110 - needs arguments: declared defaults only
+                inst = None
+            if inst is not None:
+                for f in dataclasses.fields(cls):
+                    if f.name in vals and hasattr(inst, f.name):
+                        vals[f.name].append(getattr(inst, f.name))
+        out[name] = vals
+    return out
+
+
+def script_json_samples(scripts: dict[str, ScriptInfo]) -> tuple[dict[str, list], set[str]]:
+    """Root key → values from the scripts' real --json reports; conditional keys from --help."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(SCRIPTS_DIR / name), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=block_env(),
+        )
+        for name, args in SCRIPT_JSON_RUNS
+        if (SCRIPTS_DIR / name).is_file()
+    ]
+    samples: dict[str, list] = {}
+    for proc in procs:
+        out, _ = proc.communicate(timeout=120)
+        with contextlib.suppress(ValueError):
+            report = json.loads(out)
+            if isinstance(report, dict):
+                for k, v in report.items():
+                    samples.setdefault(k, []).append(v)
+    optional: set[str] = set()
+    for info in scripts.values():
+        if info.parser is None:
+            continue
+        text = info.parser.format_help()
+        optional |= set(re.findall(r"\b([a-z][a-z0-9_]*)\?", text))
+        optional |= set(re.findall(r"^\s+([a-z][a-z0-9_]*)\s+\(--[\w-]+\)", text, re.M))
+    return samples, optional
 
 
 # --------------------------------------------------------------------------------------------
@@ -780,7 +902,12 @@ SCRIPT_JSON_ROOTS = (
     "recommendation",
     "assumptions",
     "torch_runtime",
+    "config",
+    "timings",
+    "warnings",
 )
+JSON_PART_RE = re.compile(r"\[\]|[^.\[\]]+")
+FILE_NAME_RE = re.compile(r"\.(json|ya?ml|py|md|txt|toml|cfg|sh)$")
 
 
 def check_source_ref(path: str, line: str | None, end: str | None, where: str) -> list[str]:
@@ -901,8 +1028,11 @@ class IdentifierChecker:
                 f"{where}: `{m.group('cls')}` has no field `{m.group('attr')}`"
                 + close_matches(m.group("attr"), self.o.classes[m.group("cls")])
             ]
-        if re.match(r"(%s)(\.|\[)" % "|".join(SCRIPT_JSON_ROOTS), tok):
-            return self.check_json_path(tok, where)
+        path = tok.split()[0]
+        if re.match(r"(%s)(\.|\[)" % "|".join(SCRIPT_JSON_ROOTS), path) and not (
+            FILE_NAME_RE.search(path)
+        ):
+            return self.check_json_path(path, where)
         m = SUBSCRIPT_RE.match(tok)
         if m:
             return self.check_name(m.group("name"), where) + self.check_name(m.group("key"), where)
@@ -939,13 +1069,63 @@ class IdentifierChecker:
         return []
 
     def check_json_path(self, tok: str, where: str) -> list[str]:
-        """`accelerators.devices[].compute_capability`: each key must occur in scripts/."""
-        known = set()
+        """`strategies.<name>.total_gb`, `accelerators.devices[].compute_capability`: walked
+        through the scripts' real --json reports. Where the report has nothing to walk (no
+        GPUs here, no accelerate config, a key only `--imports` adds), the rest of the path
+        must at least name keys that occur in scripts/."""
+        o = self.o
+        parts = JSON_PART_RE.findall(tok)
+        root = parts[0]
+        if root == "environment":
+            return [p for part in parts[1:] for p in self._json_fallback([part], tok, where)]
+        nodes = list(o.json_samples.get(root, []))
+        if not nodes:
+            if root in o.json_optional:
+                return self._json_fallback(parts[1:], tok, where)
+            return [
+                f"{where}: `{tok}`: no script's --json report has a top-level `{root}`"
+                + close_matches(root, o.json_samples)
+            ]
+        for i, part in enumerate(parts[1:], 1):
+            at = "".join(p if p == "[]" else "." + p for p in parts[:i]).lstrip(".")
+            if part == "[]":
+                lists = [n for n in nodes if isinstance(n, list)]
+                if not lists:
+                    return [f"{where}: `{tok}`: `{at}` is not a list in the scripts' output"]
+                nodes = [e for lst in lists for e in lst]
+                if not nodes:
+                    return self._json_fallback(parts[i + 1 :], tok, where)
+                continue
+            dicts = [n for n in nodes if isinstance(n, dict)]
+            if part.startswith("<"):
+                if not dicts:
+                    return [f"{where}: `{tok}`: `{at}` is not an object in the scripts' output"]
+                nodes = [v for d in dicts for v in d.values()]
+                continue
+            if not dicts:
+                if any(isinstance(n, (list, str, int, float, bool)) for n in nodes):
+                    return [f"{where}: `{tok}`: `{at}` is a value, not an object"]
+                return self._json_fallback(parts[i:], tok, where)  # e.g. null without GPUs
+            hit = [d[part] for d in dicts if part in d]
+            if hit:
+                nodes = hit
+                continue
+            if part in o.json_optional:
+                return self._json_fallback(parts[i + 1 :], tok, where)
+            keys = {k for d in dicts for k in d}
+            return [
+                f"{where}: `{tok}`: the scripts' --json has no key `{part}` under `{at}`"
+                + close_matches(part, keys)
+            ]
+        return []
+
+    def _json_fallback(self, parts: list[str], tok: str, where: str) -> list[str]:
+        known = set(self.o.json_optional)
         for info in self.o.scripts.values():
             known |= info.strings
         problems = []
-        for part in re.split(r"\.|\[\]", tok):
-            if not part or part.startswith("<") or part in self.o.env_tokens:
+        for part in parts:
+            if part == "[]" or part.startswith("<") or part in self.o.env_tokens:
                 continue
             if UPPER_RE.fullmatch(part):
                 problems += self.check_env(part, where)
@@ -1353,6 +1533,44 @@ def trl_requirements() -> dict[str, list]:
     return out
 
 
+VLLM_WINDOW_RE = re.compile(
+    r"\bvllm\b[^.\n`]{0,40}?\b(\d+\.\d+\.\d+)\s*(?:–|—|-|to|through|\.\.)\s*v?(\d+\.\d+\.\d+)\b",
+    re.I,
+)
+
+
+def trl_vllm_window() -> tuple[str, str] | None:
+    """(lowest, highest) vLLM release of TRL's `vllm` extra, e.g. ("0.22.0", "0.31.0")."""
+    for spec, extra in trl_requirements().get("vllm", []):
+        if extra != "vllm":
+            continue
+        lo = [s.version for s in spec if s.operator == ">="]
+        hi = [s.version for s in spec if s.operator == "<="]
+        if len(lo) == 1 and len(hi) == 1:
+            return lo[0], hi[0]
+    return None
+
+
+def vllm_window_problems(text: str, path: str) -> list[str]:
+    """Prose like `vLLM 0.22.0 to 0.31.0` or `vLLM versions from 0.22.0 to 0.31.0` must state
+    the installed TRL's window; a range next to another TRL release (`(v1.0.0)`, `TRL 1.9.0`)
+    is history and skipped."""
+    window = trl_vllm_window()
+    problems = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        for m in VLLM_WINDOW_RE.finditer(line):
+            near = line[max(0, m.start() - 60) : m.end() + 30]
+            trl_tags = set(re.findall(r"\bTRL\s+v?(\d+\.\d+\.\d+)", near))
+            if re.search(r"\bv\d+\.\d+\.\d+\b", near) or trl_tags - {installed_version("trl")}:
+                continue
+            if window is None or (m.group(1), m.group(2)) != window:
+                problems.append(
+                    f"{path}:{lineno}: `{m.group(0)}` states vLLM {m.group(1)}..{m.group(2)}; "
+                    f"TRL {installed_version('trl')}'s `vllm` extra declares {window}"
+                )
+    return problems
+
+
 def is_requirement_name(name: str) -> bool:
     from packaging.utils import canonicalize_name
 
@@ -1454,3 +1672,323 @@ def grep_site_packages(names, roots=None) -> dict[str, str | None]:
                     found[n] = str(f.relative_to(SITE_PACKAGES))
                     del pending[n]
     return found
+
+
+# --------------------------------------------------------------------------------------------
+# Defaults stated in Markdown tables
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Table:
+    path: str
+    line: int  # 1-based line of the header row
+    header: list[str]
+    rows: list[tuple[int, list[str]]]
+    intro: str  # prose between the previous heading and the table
+
+
+def split_table_row(line: str) -> list[str]:
+    """Cells of `| a | b |`; `|` inside code spans or escaped as `\\|` does not split."""
+    s = line.strip()
+    s = s[1:] if s.startswith("|") else s
+    s = s[:-1] if s.endswith("|") and not s.endswith("\\|") else s
+    cells, buf, tick = [], [], 0
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "`":
+            j = i
+            while j < len(s) and s[j] == "`":
+                j += 1
+            run = j - i
+            tick = 0 if tick == run else (run if tick == 0 else tick)
+            buf.append(s[i:j])
+            i = j
+            continue
+        if c == "\\" and s[i + 1 : i + 2] == "|":
+            buf.append("|")
+            i += 2
+            continue
+        if c == "|" and not tick:
+            cells.append("".join(buf).strip())
+            buf = []
+        else:
+            buf.append(c)
+        i += 1
+    cells.append("".join(buf).strip())
+    return cells
+
+
+_TABLE_SEP_RE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+
+
+def tables(doc: Doc) -> list[Table]:
+    out = []
+    prose = doc.prose
+    intro: list[str] = []
+    i = 0
+    while i < len(prose):
+        lineno, line = prose[i]
+        if line.startswith("#"):
+            intro = []
+        nxt = prose[i + 1] if i + 1 < len(prose) else None
+        if (
+            line.lstrip().startswith("|")
+            and nxt
+            and nxt[0] == lineno + 1
+            and _TABLE_SEP_RE.match(nxt[1])
+        ):
+            rows = []
+            j = i + 2
+            while j < len(prose) and prose[j][0] == prose[j - 1][0] + 1:
+                if not prose[j][1].lstrip().startswith("|"):
+                    break
+                rows.append((prose[j][0], split_table_row(prose[j][1])))
+                j += 1
+            out.append(Table(doc.path, lineno, split_table_row(line), rows, " ".join(intro)))
+            intro = []
+            i = j
+            continue
+        if not line.startswith("#"):
+            intro.append(line)
+        i += 1
+    return out
+
+
+def _strip_notes(cell: str) -> str:
+    """`True (since v0.23.0)` → `True`; `None (= `packing`)` → `None`."""
+    prev = None
+    while prev != cell:
+        prev = cell
+        cell = re.sub(r"\s*\([^()]*\)\s*$", "", cell).strip()
+    return cell
+
+
+def parse_table_literal(text: str):
+    """(ok, value, bare): a Python literal (number, quoted string, True/False/None), optionally
+    in backticks; `bare` is True for an unquoted word such as `auto` or `0.0.0.0`."""
+    s = text.strip()
+    if len(s) >= 2 and s[0] == "`" and s[-1] == "`" and s.count("`") == 2:
+        s = s[1:-1].strip()
+    if not s or "`" in s:
+        return False, None, False
+    try:
+        v = ast.literal_eval(s)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        v = ast  # sentinel: not a literal
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return True, v, False
+    if re.fullmatch(r"[A-Za-z0-9_.:/-]+", s):
+        return True, s, True
+    return False, None, False
+
+
+def _default_matches(value, default, bare: bool) -> bool | None:
+    """True/False, or None when the comparison says nothing (bare word vs non-string)."""
+    if isinstance(default, enum.Enum):
+        default = default.value
+    if bare:
+        return default == value if isinstance(default, str) else None
+    if isinstance(value, bool) or isinstance(default, bool):
+        return type(value) is type(default) and value == default
+    if value is None or default is None:
+        return value is default
+    if isinstance(value, (int, float)) and isinstance(default, (int, float)):
+        return abs(value - default) <= 1e-12 * max(1.0, abs(default))
+    return value == default
+
+
+class TableDefaultChecker:
+    """Rows `| `field` | <default> | ...` of tables with a Default column, against the config
+    classes' real defaults. Scope, most specific first: trainers named in the row (`beta`
+    (GRPO / RLOO), a Trainers column, a `GRPO | `beta=0.0`` row), `Class.field`, a class named
+    in the header (`ModelConfig field`, `trl vllm-serve flag`) or in the text before the table
+    (`Defaults are `GRPOConfig`'s`); otherwise any non-experimental class with the field."""
+
+    ALL_WORDS = {"all", "every trl config", "all trl configs", "every config", "all configs"}
+    ANY_WORDS = {"most", "any", "several"}
+
+    def __init__(self, oracle: Oracle):
+        self.o = oracle
+        self.trainers: dict[str, str] = {}
+        for name in sorted(oracle.defaults, key=lambda n: n not in oracle.main_classes):
+            if name.endswith("Config") and not name.startswith("_"):
+                self.trainers.setdefault(name[: -len("Config")].lower(), name)
+        import trl
+
+        self.trainer_configs = {
+            c
+            for c in self.trainers.values()
+            if c in oracle.main_classes and hasattr(trl, c[: -len("Config")] + "Trainer")
+        }
+
+    # --- scope helpers
+    def _classes_in(self, text: str) -> set[str]:
+        found = {w for w in re.findall(r"[A-Za-z_]\w*", text) if w in self.o.defaults}
+        if "vllm-serve" in text:
+            found.add("VllmServeScriptArguments")
+        return found
+
+    def _trainer_list(self, text: str):
+        """Class names for `SFT, DPO` / `GRPO / RLOO`; "ALL", "ANY", or None if not trainers."""
+        words = [w.strip(" `") for w in re.split(r"[,/]|\band\b", text) if w.strip(" `")]
+        if not words:
+            return None
+        low = [w.lower() for w in words]
+        if all(w in self.ALL_WORDS for w in low):
+            return "ALL"
+        if all(w in self.ANY_WORDS for w in low):
+            return "ANY"
+        out = []
+        for w in words:
+            cls = w if w in self.o.defaults else self.trainers.get(w.lower())
+            if cls is None:
+                return None
+            out.append(cls)
+        return out
+
+    def _field_cell(self, cell: str):
+        """(fields, scope classes, trainers) of a first cell like `a` / `--a` (GRPO), or None."""
+        m = re.fullmatch(r"((?:`[^`]+`\s*[/,]?\s*)+?)\s*(?:\(([^()]*)\))?", cell.strip())
+        if not m:
+            return None
+        fields: list[str] = []
+        scope: set[str] = set()
+        for tok in re.findall(r"`([^`]+)`", m.group(1)):
+            tok = tok.strip()
+            a = ATTR_RE.match(tok)
+            if tok.startswith("--") and FLAG_RE.fullmatch(tok):
+                name = tok.lstrip("-").replace("-", "_")
+            elif a and a.group("cls") in self.o.defaults:
+                name = a.group("attr")
+                scope.add(a.group("cls"))
+            elif LOWER_NAME_RE.fullmatch(tok):
+                name = tok
+            else:
+                return None
+            if name not in fields:
+                fields.append(name)
+        trainers = None
+        if m.group(2):
+            parts = [p.strip() for p in re.split(r"[,/]|\band\b", m.group(2)) if p.strip()]
+            named = []
+            for p in parts:
+                t = self._trainer_list(p)
+                if t == "ALL":
+                    trainers = "ALL"
+                elif isinstance(t, list):
+                    named += t
+            if named and trainers is None:
+                trainers = named
+        return fields, scope, trainers
+
+    # --- candidate classes for a (field, trainers, scope)
+    def _targets(self, fld: str, trainers, scope: set[str]) -> tuple[list[str], str]:
+        have = [c for c in self.o.defaults if fld in self.o.defaults[c]]
+        if isinstance(trainers, list):
+            return trainers, "each"
+        if trainers == "ALL":
+            return sorted(c for c in self.trainer_configs if c in have), "each"
+        scoped = [c for c in scope if c in have]
+        if scoped and trainers != "ANY":
+            return scoped, "each"
+        main = [c for c in have if c in self.o.main_classes]
+        return main or have, "any"
+
+    def _check_value(self, fld, text, trainers, scope, where) -> list[str]:
+        ok, value, bare = parse_table_literal(text)
+        if not ok:
+            return []
+        classes, mode = self._targets(fld, trainers, scope)
+        if not classes:
+            return []
+        verdicts = {}
+        for c in classes:
+            if fld not in self.o.defaults.get(c, {}):
+                verdicts[c] = False
+                continue
+            vs = [_default_matches(value, d, bare) for d in self.o.defaults[c][fld]]
+            verdicts[c] = None if all(v is None for v in vs) else any(vs)
+        decided = {c: v for c, v in verdicts.items() if v is not None}
+        if not decided:
+            return []
+        good = all(decided.values()) if mode == "each" else any(decided.values())
+        if good:
+            return []
+        actual = ", ".join(f"{c}: {self._shown(c, fld)}" for c in sorted(decided) if not decided[c])
+        return [f"{where}: table states `{fld}` defaults to {text.strip()}, installed: {actual}"]
+
+    def _shown(self, cls: str, fld: str) -> str:
+        if fld not in self.o.defaults.get(cls, {}):
+            return "no such field"
+        seen = []
+        for d in self.o.defaults[cls][fld]:
+            r = repr(d.value if isinstance(d, enum.Enum) else d)
+            if r not in seen and not r.startswith("<"):
+                seen.append(r)
+        return " / ".join(seen) or "?"
+
+    @staticmethod
+    def _split_values(cell: str, n: int) -> list[str] | None:
+        for sep in (r"\s*/\s*", r"\s*,\s*"):
+            parts = [p for p in re.split(sep, cell) if p != ""]
+            if len(parts) == n:
+                return parts
+        return None
+
+    def check(self, doc: Doc) -> list[str]:
+        problems = []
+        for table in tables(doc):
+            hdr = [h.lower() for h in table.header]
+            dcol = next((i for i, h in enumerate(hdr) if h.startswith("default")), None)
+            if not dcol:
+                continue
+            tcol = next((i for i, h in enumerate(hdr) if h.startswith("trainer") and i), None)
+            scope = self._classes_in(" ".join(table.header))
+            m = re.search(r"\bDefaults? (?:are|is|of|from|in)\s+`?([A-Z]\w+)`?", table.intro)
+            if m and m.group(1) in self.o.defaults:
+                scope.add(m.group(1))
+            for lineno, cells in table.rows:
+                if len(cells) <= dcol:
+                    continue
+                where = f"{doc.path}:{lineno}"
+                problems += self._check_row(cells, dcol, tcol, scope, where)
+        return problems
+
+    def _check_row(self, cells, dcol, tcol, scope, where) -> list[str]:
+        value_cell = _strip_notes(cells[dcol])
+        parsed = self._field_cell(cells[0])
+        if parsed is None:
+            # `| GRPO / RLOO | `beta=0.0` |`: trainers in the first cell, `field=value` default.
+            trainers = self._trainer_list(cells[0]) if "`" not in cells[0] else None
+            m = re.fullmatch(r"`([a-z][a-z0-9_]*)\s*=\s*([^`]+)`", value_cell)
+            if isinstance(trainers, list) and m:
+                return self._check_value(m.group(1), m.group(2), trainers, set(), where)
+            return []
+        fields, row_scope, trainers = parsed
+        if trainers is None and tcol is not None and len(cells) > tcol:
+            trainers = self._trainer_list(cells[tcol])
+            if trainers is None:
+                return []  # a Trainers cell this checker cannot read: no verdict
+        scope = scope | row_scope
+        if not fields:
+            return []
+        if len(fields) > 1:
+            vals = self._split_values(value_cell, len(fields))
+            if vals is None:
+                if re.search(r"[/,]", value_cell):
+                    return []
+                vals = [value_cell] * len(fields)
+            out = []
+            for f, v in zip(fields, vals):
+                out += self._check_value(f, v, trainers, scope, where)
+            return out
+        if isinstance(trainers, list) and len(trainers) > 1:
+            vals = self._split_values(value_cell, len(trainers))
+            if vals is not None:
+                out = []
+                for t, v in zip(trainers, vals):
+                    out += self._check_value(fields[0], v, [t], scope, where)
+                return out
+        return self._check_value(fields[0], value_cell, trainers, scope, where)

@@ -142,6 +142,44 @@ def test_tied_embeddings_count_once():
     assert untied.params - tied.params == config["vocab_size"] * config["hidden_size"]
 
 
+@pytest.mark.parametrize("name", DECODER_FIXTURES)
+def test_tie_default_follows_transformers(name):
+    """A config.json without `tie_word_embeddings` gets the model class's default (True for
+    Gemma, False for Llama/Qwen/Mistral in transformers 5.24): count it the same way."""
+    from transformers import AutoConfig
+
+    config = _config(name)
+    bare = {k: v for k, v in config.items() if k != "tie_word_embeddings"}
+    values = {k: v for k, v in bare.items() if not k.startswith("_")}
+    default = AutoConfig.for_model(**values).tie_word_embeddings
+    explicit = em.count_params({**config, "tie_word_embeddings": default}).params
+    assert em.count_params(bare).params == explicit
+
+
+@pytest.mark.parametrize("params", [1e9, 7e9, 70e9])
+def test_params_only_shape_is_a_llama_config(params):
+    """`--params` assumes a Llama-like MHA shape with a SwiGLU MLP of 8h/3: its LoRA dims (all
+    seven projections, k_proj included) equal those of that Llama config, counted exactly."""
+    shape = em.shape_from_params(params)
+    config = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": shape.hidden,
+        "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.heads,
+        "intermediate_size": 8 * shape.hidden // 3,
+        "vocab_size": shape.vocab,
+        "tie_word_embeddings": False,
+    }
+    exact = em.count_params(config)
+    assert shape.lora_dims == exact.lora_dims
+    assert set(shape.lora_dims) == {
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"
+    }  # fmt: skip
+    assert exact.params == pytest.approx(params, rel=0.02)
+
+
 @pytest.mark.parametrize(
     ("name", "targets"),
     [
@@ -255,6 +293,27 @@ def test_qlora_storage_follows_the_paper():
 def test_optimizer_bytes_per_param(optimizer, master, dtype, k):
     s = _settings(optimizer=optimizer, master_weights=master, dtype=dtype)
     assert em.optimizer_bytes_per_param(s) == k
+
+
+def test_reference_model_is_sharded_only_with_the_weights():
+    """DPO's frozen reference copy: replicated under ddp/zero1/zero2, sharded under zero3/fsdp2,
+    on the CPU with the *_offload variants."""
+    shape = em.shape_from_params(7e9)
+    s = _settings(trainer="dpo", gpus=8)
+    full = shape.params * 2
+    for name, expected in (
+        ("ddp", full),
+        ("zero1", full),
+        ("zero2", full),
+        ("zero3", full / 8),
+        ("fsdp2", full / 8),
+        ("zero3_offload", 0),
+        ("fsdp2_offload", 0),
+    ):
+        est = em.estimate_strategy(shape, s, name)
+        assert est.reference_model == pytest.approx(expected), name
+    offloaded = em.estimate_strategy(shape, s, "zero3_offload")
+    assert offloaded.cpu_offload == pytest.approx((16 * shape.params + full) / 8)
 
 
 def test_lora_trains_only_adapters():

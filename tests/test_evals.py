@@ -16,7 +16,13 @@ import re
 from collections import Counter
 
 import pytest
-from docs_oracle import EVALS_JSON, EXPECTED_REFERENCES, REPO, inline_code_spans
+from docs_oracle import (
+    EVALS_JSON,
+    EXPECTED_REFERENCES,
+    REPO,
+    inline_code_spans,
+    vllm_window_problems,
+)
 
 SKILL_NAME = "scaling-and-backends"
 MIN_CASES = 20
@@ -98,4 +104,15 @@ def test_backticked_names_pass_the_oracle(evals, ident):
         for field, text in texts:
             for tok in inline_code_spans(str(text).replace("\n", " ")):
                 problems += ident.check_token(tok, f"evals.json id={c.get('id')} {field}")
+    assert not problems, "\n".join(problems)
+
+
+def test_vllm_window_statements(evals):
+    """Expected outputs and assertions state TRL's vLLM window (prompts may quote anything)."""
+    problems = []
+    for c in evals["evals"]:
+        texts = [("expected_output", c.get("expected_output", ""))]
+        texts += [(f"assertions[{j}]", a) for j, a in enumerate(c.get("assertions", []))]
+        for field, text in texts:
+            problems += vllm_window_problems(str(text), f"evals.json id={c.get('id')} {field}")
     assert not problems, "\n".join(problems)

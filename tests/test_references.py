@@ -14,6 +14,10 @@ Conventions enforced (common.md, "Conventions the doc tests enforce"):
    equal the installed ones.
 6. Structure: `## Contents` in long references, resolvable links, no reference-to-reference
    links, no machine-absolute paths.
+7. Prose statements of the vLLM window (`vLLM 0.22.0 to 0.31.0`) equal TRL's `vllm` extra.
+8. Tables with a Default column: `| `field` | <literal> |` rows state the installed default
+   (scoped to the trainer or class the row, header or preceding sentence names).
+9. Paths into the scripts' JSON (`strategies.<name>.total_gb`) exist in their real reports.
 
 The first half of this file tests the harness itself on small samples written to tmp_path,
 so a broken checker cannot pass silently; the second half runs on the real docs.
@@ -34,6 +38,7 @@ from docs_oracle import (
     VERSION_PKGS,
     VERSION_RE,
     Block,
+    TableDefaultChecker,
     bash_commands,
     check_accelerate_yaml,
     check_requirement_text,
@@ -51,8 +56,11 @@ from docs_oracle import (
     load_doc,
     parse_markdown,
     scope_line,
+    split_table_row,
     start_python_blocks,
     trl_requirements,
+    trl_vllm_window,
+    vllm_window_problems,
 )
 
 # Real names that are not fields/keys/args of the configs the oracle reads. Keep this small;
@@ -365,6 +373,157 @@ def test_structure_checkers(tmp_path):
     assert not ABS_PATH_RE.search("see trl/scripts/x.py and https://x.io/tmp/a")
 
 
+def test_json_paths_walk_the_scripts_reports(ident):
+    """Paths into the scripts' --json are walked through their real reports, not just matched
+    against any string constant in scripts/ (`recommendation.strategies` exists nowhere)."""
+    good = [
+        "backends.vllm.status",
+        "backends.<name>.next_step",
+        "strategies.<name>.total_gb",
+        "strategies.zero3_offload.fits",
+        "recommendation.changes",
+        "accelerators.devices[].compute_capability",  # no GPUs here: documented keys only
+        "packages.flash-attn.import.status",  # `import` exists only with --imports
+        "packages.vllm.version",
+        "config.problems",
+        "environment.CUDA_VISIBLE_DEVICES",
+        "torch_build.cuda",
+    ]
+    for tok in good:
+        assert ident.check_token(tok, "x") == [], tok
+    bad = {
+        "backends.vllm.state": "no key `state` under `backends.vllm`",
+        "backends.vllmx.status": "no key `vllmx`",
+        "strategies.<name>.total": "no key `total`",
+        "recommendation.strategies": "no key `strategies` under `recommendation`",
+        "config.problem": "no key `problem` under `config`",
+        "accelerators.devices[].compute_cap": "no key `compute_cap`",
+        "strategies.ddp[].total_gb": "not a list",
+        "backends.vllm.status.code": "is a value, not an object",
+        "packages.vllm.import.state": "no key `state`",
+        "environment.NO_SUCH_ENV_VAR_XYZ": "NO_SUCH_ENV_VAR_XYZ",
+    }
+    for tok, expect in bad.items():
+        problems = ident.check_token(tok, "x")
+        assert len(problems) == 1 and expect in problems[0], (tok, problems)
+    assert ident.check_token("config.json", "x") == []  # a file name, not a JSON path
+
+
+def test_vllm_window_checker():
+    lo, hi = trl_vllm_window()
+    assert (lo, hi) == DOCUMENTED_VLLM_WINDOW
+    ok = (
+        f"TRL 1.16.0 supports vLLM {lo} to {hi}.\nvLLM {lo}–{hi} where vLLM is involved\n"
+        f"TRL currently supports vLLM versions from {lo} to {hi}. You have\n"
+        "| Supported vLLM: 0.10.2–0.17.1 (v1.0.0), vLLM 0.11.0 to 0.18.0 (v1.2.0) |\n"
+        "TRL 1.9.0 supported vLLM 0.11.0 to 0.20.0.\n"
+    )
+    assert vllm_window_problems(ok, "s.md") == []
+    bad = (
+        f"supports vLLM {lo} to 0.32.0\nvLLM {lo}–0.32.0 where\n"
+        f"vLLM versions from 0.21.0 to {hi}\nTRL 1.16.0 pins vLLM {lo} through 0.30.0\n"
+    )
+    problems = vllm_window_problems(bad, "s.md")
+    assert [p.split(":")[1] for p in problems] == ["1", "2", "3", "4"], problems
+
+
+def test_table_default_checker(tmp_path, oracle):
+    """Stated defaults in tables are compared with the config classes' real defaults."""
+    assert split_table_row("| `a\\|b` | `x | y` | c \\| d |") == ["`a|b`", "`x | y`", "c | d"]
+    checker = TableDefaultChecker(oracle)
+    good = write_doc(
+        tmp_path,
+        """
+        ## Fields
+
+        Defaults are `GRPOConfig`'s in TRL 1.16.0.
+
+        | Field | Default | Note |
+        |---|---|---|
+        | `vllm_server_port` | `8000` | GOLDConfig's 8001 does not count here |
+        | `vllm_mode` | `"colocate"` (since v1.0.0) | |
+        | `temperature`, `top_k`, `min_p` | 1.0, 0, None | |
+        | `bf16` | True | resolved in __post_init__ |
+
+        | Setting | Default | Consequence |
+        |---|---|---|
+        | `beta` (GRPO / RLOO) | 0.0 / 0.05 | |
+        | `use_vllm` / `vllm_mode` (GRPO, RLOO) | False / `"colocate"` | |
+        | `gradient_checkpointing` (every TRL config) | True | |
+        | `lora_dropout` | 0.0 | LoraConfig's own default (ModelConfig: 0.05) |
+        | `ModelConfig.dtype` (`--dtype`) | `"float32"` | |
+        | `some_setting` | a sentence, not a literal | |
+
+        | Field | Trainers | Default |
+        |---|---|---|
+        | `max_length` | SFT, DPO | 1024 |
+        | `packing_strategy` | SFT | `"bfd"` |
+
+        | Trainer | Default |
+        |---|---|
+        | DPO / KTO | `beta=0.1` |
+
+        | trl vllm-serve flag | Default |
+        |---|---|
+        | `--port` | 8000 |
+        | `--host` | 0.0.0.0 |
+        | `--model` | required |
+        """,
+        "good.md",
+    )
+    assert checker.check(good) == []
+    bad = write_doc(
+        tmp_path,
+        """
+        Defaults are `GRPOConfig`'s.
+
+        | Field | Default | Note |
+        |---|---|---|
+        | `vllm_server_port` | `8001` | GOLDConfig has 8001, GRPOConfig does not |
+        | `temperature`, `top_k` | 1.0, 50 | |
+        | `bf16` | False | |
+
+        | Setting | Default |
+        |---|---|
+        | `beta` (GRPO / RLOO) | 0.0 / 0.04 |
+        | `vllm_mode` (GRPO) | `"server"` |
+        | `lora_r` | 8 |
+        | `packing` (SFT) | `"False"` |
+
+        | Field | Trainers | Default |
+        |---|---|---|
+        | `max_length` | SFT, DPO | 2048 |
+
+        | Trainer | Default |
+        |---|---|
+        | DPO / KTO | `beta=0.2` |
+
+        | trl vllm-serve flag | Default |
+        |---|---|
+        | `--port` | 8001 |
+        | `--dtype` | bfloat16 |
+        """,
+        "bad.md",
+    )
+    problems = checker.check(bad)
+    text = "\n".join(problems)
+    for needle in (
+        "bad.md:5: table states `vllm_server_port` defaults to `8001`, installed: GRPOConfig: 8000",
+        "bad.md:6: table states `top_k` defaults to 50",
+        "bad.md:7: table states `bf16`",
+        "bad.md:11: table states `beta` defaults to 0.04, installed: RLOOConfig: 0.05",
+        "bad.md:12: table states `vllm_mode`",
+        "bad.md:13: table states `lora_r` defaults to 8",
+        "bad.md:14: table states `packing`",
+        "bad.md:18: table states `max_length` defaults to 2048",
+        "bad.md:22: table states `beta` defaults to 0.2",
+        "bad.md:26: table states `port` defaults to 8001",
+        "bad.md:27: table states `dtype` defaults to bfloat16",
+    ):
+        assert needle in text, (needle, text)
+    assert len(problems) == 11, text  # one per bad row
+
+
 # =============================================================================================
 # Real-doc tests
 # =============================================================================================
@@ -494,6 +653,22 @@ def test_vllm_window_matches_trl_metadata():
     text = "\n".join((REPO / p).read_text() for p in docs)
     for v in DOCUMENTED_VLLM_WINDOW:
         assert v in text, f"no doc states the vLLM window bound {v}"
+
+
+@pytest.mark.parametrize("rel", DOC_PATHS)
+def test_vllm_window_statements(rel):
+    """Every prose statement of the vLLM window (not only `vllm>=...` specifiers) is TRL's."""
+    require_doc(rel)
+    problems = vllm_window_problems((REPO / rel).read_text(encoding="utf-8"), rel)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("rel", DOC_PATHS)
+def test_table_defaults_match_installed(rel, oracle):
+    """`| `field` | <default> |` rows in tables with a Default column state the real default."""
+    doc = require_doc(rel)
+    problems = TableDefaultChecker(oracle).check(doc)
+    assert not problems, "\n".join(problems)
 
 
 def test_stack_is_the_pinned_one():
