@@ -58,7 +58,7 @@ BLOCK_TIMEOUT_S = 60
 
 # `vllm serve` is not installed here, so its flags are checked against this list: the flags
 # TRL's own wrapper generates (read from trl/scripts/vllm_serve.py at run time and added to
-# this set) plus a few widely documented ones (common.md, convention 3).
+# this set) plus a few widely documented ones (see tests/test_references.py, convention 3).
 VLLM_SERVE_FLAGS = frozenset(
     {
         "--tensor-parallel-size",
@@ -87,7 +87,7 @@ VLLM_SERVE_FLAGS = frozenset(
     }
 )
 
-# Keys a TRL trainer passes to `from_pretrained` through `model_init_kwargs` (common.md, 4).
+# Keys a TRL trainer passes to `from_pretrained` through `model_init_kwargs`.
 MODEL_INIT_KWARGS = frozenset(
     {
         "dtype",
@@ -890,7 +890,7 @@ SOURCE_REF_RE = re.compile(
     % "|".join(STACK_PACKAGES)
 )
 ATTR_RE = re.compile(r"^(?P<cls>[A-Z]\w*)\.(?P<attr>[a-z]\w*)$")
-# Top-level JSON keys of the scripts' reports (common.md interfaces).
+# Top-level JSON keys of the scripts' reports (their --help documents them).
 SCRIPT_JSON_ROOTS = (
     "packages",
     "torch_build",

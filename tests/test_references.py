@@ -1,6 +1,6 @@
 """Doc-oracle tests: SKILL.md and references/*.md must be true for the installed, pinned stack.
 
-Conventions enforced (common.md, "Conventions the doc tests enforce"):
+Conventions enforced (summarised for authors in README.md, "How the docs are kept true"):
 1. ```python blocks run (CPU, offline, simulated bf16 GPU); `# raises Exc: substring` as the
    last line means the block must raise exactly that.
 2. ```yaml blocks with `distributed_type:` load through accelerate's own config loader, and every
