@@ -679,6 +679,12 @@ def _fit_reason(strategy: str, estimate: Estimate, s: Settings, changes: list) -
     )
     if strategy == "zero3":
         text += "; fsdp2 is estimated the same"
+    if strategy == "zero1":
+        # trl/accelerate_configs/zero1.yaml sets gradient_accumulation_steps: 1 in deepspeed_config.
+        text += (
+            "; TRL's shipped zero1 config pins gradient_accumulation_steps: 1, so copy it and "
+            "delete that line (or use zero2) if you accumulate"
+        )
     if strategy.endswith("_offload"):
         text += f"; needs about {_gb(estimate.cpu_offload)} GB of CPU RAM per GPU and runs slower"
     return text

@@ -428,6 +428,19 @@ def test_7b_full_on_8x80gb_shards_and_keeps_full_tuning():
     assert not any("use_peft" in change for change in rec["changes"])
 
 
+def test_zero1_recommendation_warns_about_the_shipped_config():
+    # trl/accelerate_configs/zero1.yaml pins gradient_accumulation_steps: 1 (TRL 1.16.0).
+    shape = em.count_params(_config("llama-3.1-8b.json"))
+    rec = em.recommend(
+        shape, _settings(gpus=4, seq_len=4096, batch_size=1, gradient_checkpointing=True)
+    )
+    assert rec["strategy"] == "zero1"
+    assert "gradient_accumulation_steps: 1" in rec["reason"]
+    other = em.recommend(shape, _settings(gpus=8, seq_len=4096, batch_size=1, tuning="lora"))
+    assert other["strategy"] != "zero1"
+    assert "gradient_accumulation_steps" not in other["reason"]
+
+
 def test_checkpointing_is_tried_before_peft():
     shape = em.count_params(_config("qwen2.5-0.5b.json"))
     rec = em.recommend(shape, _settings(gpu_memory_gb=24, seq_len=4096, batch_size=8))
