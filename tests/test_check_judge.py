@@ -4,25 +4,17 @@ plus the version and YAML helpers. In-process: the script is imported from its p
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
-from fakeenv import SCRIPT
+import script_modules
 
 FIXTURES = Path(__file__).parent / "fixtures" / "check_facts"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("check_optional_backends", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cob = load_script()
+cob = script_modules.load("check_optional_backends")
 
 
 def facts(name):

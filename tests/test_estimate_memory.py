@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -11,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import script_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "estimate_memory.py"
@@ -21,15 +21,7 @@ DECODER_FIXTURES = sorted(
 GB = 1e9
 
 
-def _load_module():
-    spec = importlib.util.spec_from_file_location("estimate_memory", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["estimate_memory"] = module  # dataclasses resolve their module at class creation
-    spec.loader.exec_module(module)
-    return module
-
-
-em = _load_module()
+em = script_modules.load("estimate_memory")
 
 
 def _config(name: str) -> dict:

@@ -17,9 +17,6 @@ Run with ``-s`` to see the table of estimated and measured gigabytes.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -27,15 +24,14 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 peft = pytest.importorskip("peft")
 
-from memtrack import StorageLog  # noqa: E402  (tests/ is on sys.path via conftest.py)
+import script_modules  # noqa: E402  (tests/ is on sys.path via conftest.py)
+from memtrack import StorageLog  # noqa: E402
 
 # peft 0.21.2 reads transformers 5.24's deprecated ``is_gradient_checkpointing`` property
 pytestmark = pytest.mark.filterwarnings(
     "ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "estimate_memory.py"
 GB = 1e9
 
 # Model states are byte counts: exact up to AdamW's scalar step tensors.
@@ -62,15 +58,7 @@ MODEL = dict(
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("estimate_memory_measured_copy", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module at class creation
-    spec.loader.exec_module(module)
-    return module
-
-
-em = _load_script()
+em = script_modules.load("estimate_memory")
 
 
 @dataclasses.dataclass(frozen=True)
