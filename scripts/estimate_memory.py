@@ -1118,7 +1118,6 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
         shape = model_shape(args)
         settings = settings_from_args(args)
-        trainable_params(shape, settings)  # validates --lora-targets
         report = build_report(shape, settings)
     except InputError as exc:
         print(f"estimate_memory.py: error: {exc}", file=sys.stderr)
