@@ -32,6 +32,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import script_modules
+
 REPO = Path(__file__).resolve().parents[1]
 SKILL_MD = REPO / "SKILL.md"
 REFERENCES_DIR = REPO / "references"
@@ -503,9 +505,7 @@ def load_script_info(path: Path) -> ScriptInfo:
     parser = None
     error = None
     try:
-        spec = importlib.util.spec_from_file_location(f"_docs_oracle_{path.stem}", path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        mod = script_modules.load(path.stem)
         for name in PARSER_BUILDERS:
             fn = getattr(mod, name, None)
             if callable(fn):
