@@ -279,13 +279,16 @@ def close_matches(name: str, universe, n: int = 3) -> str:
 # --------------------------------------------------------------------------------------------
 
 RAISES_RE = re.compile(r"^\s*#\s*raises\s+(?P<exc>[A-Za-z_][\w.]*)\s*:\s*(?P<msg>.*?)\s*$")
+# A block whose first line says so runs with a bf16-capable GPU simulated; every other block runs
+# on this CPU as a reader's would. The marker is checked too: such a block must fail here.
+BF16_GPU_MARKER_RE = re.compile(r"^#\s*Needs a bf16-capable GPU\b")
+BF16_CPU_ERROR = "doesn't support bf16/gpu"
 
 RUNNER = r"""
 import json, signal, sys, time, traceback, warnings
 warnings.simplefilter("ignore")
-# Simulate a bf16-capable GPU so TRL configs' default bf16=True constructs on CPU.
 import transformers.training_args as _ta
-_ta.is_torch_bf16_gpu_available = lambda *a, **k: True
+_REAL_BF16_CHECK = _ta.is_torch_bf16_gpu_available
 
 class _BlockTimeout(BaseException):
     pass
@@ -293,11 +296,8 @@ class _BlockTimeout(BaseException):
 def _alarm(signum, frame):
     raise _BlockTimeout("block exceeded %d s" % TIMEOUT)
 
-signal.signal(signal.SIGALRM, _alarm)
-blocks = json.load(open(sys.argv[1]))
-TIMEOUT = int(sys.argv[2])
-results = []
-for b in blocks:
+def run(b, bf16_gpu):
+    _ta.is_torch_bf16_gpu_available = (lambda *a, **k: True) if bf16_gpu else _REAL_BF16_CHECK
     res = {"line": b["line"], "ok": True, "exc_type": None, "exc_qualname": None, "msg": None,
            "tb": None}
     ns = {"__name__": "__doc_block__"}
@@ -311,10 +311,27 @@ for b in blocks:
                    tb="".join(traceback.format_exception(e)[-6:]))
     finally:
         signal.alarm(0)
+        _ta.is_torch_bf16_gpu_available = _REAL_BF16_CHECK
     res["seconds"] = round(time.time() - t0, 2)
+    return res
+
+signal.signal(signal.SIGALRM, _alarm)
+blocks = json.load(open(sys.argv[1]))
+TIMEOUT = int(sys.argv[2])
+results = []
+for b in blocks:
+    res = run(b, b["bf16_gpu"])
+    if b["bf16_gpu"]:
+        res["on_cpu"] = run(b, False)
     results.append(res)
 sys.stdout.write("\n@@RESULTS@@" + json.dumps(results) + "\n")
 """
+
+
+def needs_bf16_gpu(block: Block) -> bool:
+    """True when the block's first non-blank line is the `# Needs a bf16-capable GPU` marker."""
+    first = next((ln for ln in block.text.splitlines() if ln.strip()), "")
+    return bool(BF16_GPU_MARKER_RE.match(first.strip()))
 
 
 def block_env() -> dict[str, str]:
@@ -336,7 +353,12 @@ def start_python_blocks(blocks: list[Block], workdir: Path, timeout: int = BLOCK
     workdir.mkdir(parents=True, exist_ok=True)
     payload = [
         # Leading newlines make traceback line numbers those of the Markdown file.
-        {"line": b.line, "code": "\n" * (b.line - 1) + b.text, "filename": b.path}
+        {
+            "line": b.line,
+            "code": "\n" * (b.line - 1) + b.text,
+            "filename": b.path,
+            "bf16_gpu": needs_bf16_gpu(b),
+        }
         for b in blocks
     ]
     spec = workdir / "blocks.json"
@@ -395,6 +417,13 @@ def judge_block(result: dict) -> str | None:
     bad = misplaced_raises(b)
     if bad:
         return f"{where}: `# raises` comment must be the block's last line (found at {bad})"
+    on_cpu = result.get("on_cpu")
+    if on_cpu is not None and BF16_CPU_ERROR not in (on_cpu["msg"] or ""):
+        return (
+            f"{where}: marked `# Needs a bf16-capable GPU`, but on this CPU it "
+            + ("runs" if on_cpu["ok"] else f"raises {on_cpu['exc_type']}: {on_cpu['msg']}")
+            + " without the bf16 error; drop the marker"
+        )
     exp = expected_raise(b)
     if exp is None:
         if result["ok"]:

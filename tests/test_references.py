@@ -1,8 +1,10 @@
 """Doc-oracle tests: SKILL.md and references/*.md must be true for the installed, pinned stack.
 
 Conventions enforced (summarised for authors in README.md, "How the docs are kept true"):
-1. ```python blocks run (CPU, offline, simulated bf16 GPU); `# raises Exc: substring` as the
-   last line means the block must raise exactly that.
+1. ```python blocks run (CPU, offline) as a reader's would; a block whose first line is
+   `# Needs a bf16-capable GPU ...` runs with such a GPU simulated and must fail on plain CPU with
+   TRL's bf16 error (so the marker is never stale); `# raises Exc: substring` as the last line
+   means the block must raise exactly that.
 2. ```yaml blocks with `distributed_type:` load through accelerate's own config loader, and every
    key (incl. fsdp_config/deepspeed_config/parallelism_config sub-keys) is one accelerate knows.
    Other ```yaml blocks are TRL CLI config files: keys are TRL parser dests (or accelerate
@@ -69,6 +71,8 @@ NAME_ALLOWLIST: dict[str, str] = {
     "use_reentrant": "torch.utils.checkpoint kwarg, set via gradient_checkpointing_kwargs",
     "get_peft_model": "peft function that wraps a model with an adapter",
     "lm_head": "output-projection module name that LoRA target_modules can name",
+    "structured_outputs": "vLLM request key TRL sets from vllm_structured_outputs_regex",
+    "init_communicator": "VLLMClient method that joins the weight-sync NCCL group",
 }
 # Env vars that appear in no installed source of the stack but are real (NCCL, vLLM, CUDA).
 ENV_ALLOWLIST: dict[str, str] = {
@@ -162,18 +166,20 @@ def test_github_slugs(tmp_path):
 
 
 def test_python_runner_judges_blocks(tmp_path):
-    """A doc naming a non-existent TRL field fails; wrong `# raises` expectations fail."""
+    """A doc naming a non-existent TRL field fails; wrong `# raises` expectations fail; blocks run
+    on this CPU unless marked as needing a bf16 GPU, and the marker must be needed."""
     doc = write_doc(
         tmp_path,
         """
         ```python
+        # Needs a bf16-capable GPU (TRL configs default to bf16=True); on CPU add use_cpu=True.
         from trl import GRPOConfig
         cfg = GRPOConfig(output_dir="out", use_vllm=True)
         assert cfg.vllm_mode == "colocate" and cfg.bf16
         ```
         ```python
         from trl import GRPOConfig
-        GRPOConfig(output_dir="out", vllm_max_prompt_length=512)
+        GRPOConfig(output_dir="out", use_cpu=True, vllm_max_prompt_length=512)
         ```
         ```python
         from trl import SFTConfig
@@ -207,13 +213,26 @@ def test_python_runner_judges_blocks(tmp_path):
         assert os.environ["HF_HUB_OFFLINE"] == "1"
         assert "x" not in globals()  # fresh namespace per block
         ```
+        ```python
+        from trl import SFTConfig
+        SFTConfig(output_dir="out")
+        ```
+        ```python
+        # Needs a bf16-capable GPU (TRL configs default to bf16=True); on CPU add use_cpu=True.
+        from trl import SFTConfig
+        SFTConfig(output_dir="out", use_cpu=True)
+        ```
+        ```python
+        from trl import SFTConfig
+        assert SFTConfig(output_dir="out", use_cpu=True).bf16 is True
+        ```
         """,
     )
     verdicts = run_blocks(doc.blocks, tmp_path / "run")
     assert verdicts[0] is None, verdicts[0]
     assert verdicts[1] and "vllm_max_prompt_length" in verdicts[1]
-    assert verdicts[1].startswith("sample.md:6:")
-    assert 'File "sample.md", line 8' in verdicts[1]
+    assert verdicts[1].startswith("sample.md:7:")
+    assert 'File "sample.md", line 9' in verdicts[1]
     assert verdicts[2] is None, verdicts[2]
     assert verdicts[3] and "expected ValueError but got TypeError" in verdicts[3]
     assert verdicts[4] and "does not contain" in verdicts[4]
@@ -221,6 +240,9 @@ def test_python_runner_judges_blocks(tmp_path):
     assert verdicts[6] and "must be the block's last line" in verdicts[6]
     assert verdicts[7] and "needs a substring" in verdicts[7]
     assert verdicts[8] is None, verdicts[8]
+    assert verdicts[9] and "doesn't support bf16/gpu" in verdicts[9]  # no GPU simulated unmarked
+    assert verdicts[10] and "drop the marker" in verdicts[10]
+    assert verdicts[11] is None, verdicts[11]
 
 
 def test_identifier_checker_rejects_unknown_names(tmp_path, ident):
