@@ -520,17 +520,24 @@ class ScriptInfo:
 PARSER_BUILDERS = ("build_parser", "make_parser", "get_parser", "create_parser", "_build_parser")
 
 
-def load_script_info(path: Path) -> ScriptInfo:
-    src = path.read_text(encoding="utf-8")
+def _string_constants(path: Path) -> set[str]:
     strings = set()
     with contextlib.suppress(SyntaxError):
-        for node in ast.walk(ast.parse(src)):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (
                 isinstance(node, ast.Constant)
                 and isinstance(node.value, str)
                 and re.fullmatch(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*", node.value)
             ):
                 strings.add(node.value)
+    return strings
+
+
+def load_script_info(path: Path) -> ScriptInfo:
+    # An entry script's JSON keys and values live in the package it imports.
+    strings = _string_constants(path)
+    for module in sorted(script_modules.PACKAGE.glob("*.py")):
+        strings |= _string_constants(module)
     parser = None
     error = None
     try:

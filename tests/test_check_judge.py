@@ -9,12 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
-import script_modules
+import script_modules  # noqa: F401  (puts scripts/ on sys.path)
+from _scaling import backend_rules, check_report, files, probes, verdicts, versions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "check_facts"
-
-
-cob = script_modules.load("check_optional_backends")
 
 
 def facts(name):
@@ -23,7 +21,7 @@ def facts(name):
 
 def statuses(name_or_facts):
     data = facts(name_or_facts) if isinstance(name_or_facts, str) else name_or_facts
-    return {k: v["status"] for k, v in cob.judge(data)["backends"].items()}
+    return {k: v["status"] for k, v in verdicts.judge(data)["backends"].items()}
 
 
 R, D, N, U = "ready", "degraded", "not_installed", "unavailable"
@@ -57,12 +55,12 @@ def test_every_fixture_is_covered():
 def test_judge_is_pure():
     data = facts("h100_8x_nvlink")
     before = copy.deepcopy(data)
-    first, second = cob.judge(data), cob.judge(data)
+    first, second = verdicts.judge(data), verdicts.judge(data)
     assert first == second and data == before
 
 
 def reasons(data, backend):
-    verdict = cob.judge(data)["backends"][backend]
+    verdict = verdicts.judge(data)["backends"][backend]
     return verdict, " | ".join(verdict["reasons"])
 
 
@@ -209,12 +207,12 @@ def test_accelerate_config_problems_against_devices():
     data = facts("t4")
     data["config"]["values"] = {"distributed_type": "MULTI_GPU", "num_processes": 8}
     data["config"]["values"]["mixed_precision"] = "bf16"
-    problems = cob.judge(data)["config_problems"]
+    problems = verdicts.judge(data)["config_problems"]
     assert any("num_processes: 8 but 1 GPU(s) visible" in p for p in problems)
     assert any("mixed_precision: bf16" in p for p in problems)
     data = facts("h100_8x_nvlink")
     data["config"]["values"] = {"distributed_type": "NO", "mixed_precision": "fp8"}
-    problems = cob.judge(data)["config_problems"]
+    problems = verdicts.judge(data)["config_problems"]
     assert any("nn.DataParallel" in p for p in problems)
     assert not any("fp8" in p for p in problems)
     data["config"]["values"] = {
@@ -222,7 +220,7 @@ def test_accelerate_config_problems_against_devices():
         "num_processes": 8,
         "fsdp_config": {"fsdp_version": 2, "fsdp_reshard_after_forward": "true"},
     }
-    assert cob.judge(data)["config_problems"] == []
+    assert verdicts.judge(data)["config_problems"] == []
 
 
 @pytest.mark.parametrize(
@@ -242,7 +240,7 @@ def test_accelerate_config_problems_against_devices():
     ],
 )
 def test_version_satisfies(version, spec, expected):
-    assert cob.version_satisfies(version, spec) is expected
+    assert versions.version_satisfies(version, spec) is expected
 
 
 def test_builtin_yaml_parser_reads_trl_shipped_configs():
@@ -251,12 +249,14 @@ def test_builtin_yaml_parser_reads_trl_shipped_configs():
     shipped = sorted((Path(yaml.__file__).parents[1] / "trl" / "accelerate_configs").glob("*.yaml"))
     assert len(shipped) >= 7
     for path in shipped:
-        assert cob.parse_flat_yaml(path.read_text()) == yaml.safe_load(path.read_text()), path.name
+        assert files.parse_flat_yaml(path.read_text()) == yaml.safe_load(path.read_text()), (
+            path.name
+        )
 
 
 def test_import_probes_start_with_the_heaviest():
     data = facts("h100_8x_nvlink")
-    order = list(cob.import_probe_targets(data["packages"]))
+    order = list(probes.import_probe_targets(data["packages"]))
     assert order[:3] == ["vllm", "peft", "deepspeed"]  # each imports torch and more
     assert order.index("torch") < order.index("transformers") < order.index("huggingface-hub")
     assert set(order) == {n for n, p in data["packages"].items() if p["installed"]} - {
@@ -265,12 +265,12 @@ def test_import_probes_start_with_the_heaviest():
 
 
 def test_rules_table_is_well_formed():
-    for rule in cob.RULES:
-        assert rule.backend in cob.BACKEND_NAMES
+    for rule in backend_rules.RULES:
+        assert rule.backend in backend_rules.BACKEND_NAMES
         assert rule.severity in ("degraded", "unavailable")
         assert rule.source and rule.why
-        assert cob.version_satisfies("0", rule.spec) is not None, rule
-    lines = [r.when[1] for r in cob.RULES if r.when and r.when[0] == "trl"]
+        assert versions.version_satisfies("0", rule.spec) is not None, rule
+    lines = [r.when[1] for r in backend_rules.RULES if r.when and r.when[0] == "trl"]
     assert "1.16" in lines and len(lines) >= 10
 
 
@@ -281,8 +281,11 @@ def test_text_colours_only_the_status_when_asked():
         platform={"platform": "Linux"},
         environment={},
     )
-    report = cob.build_report(data)
-    plain, coloured = cob.render_text(report), cob.render_text(report, colour=True)
+    report = check_report.build_report(data)
+    plain, coloured = (
+        check_report.render_text(report),
+        check_report.render_text(report, colour=True),
+    )
     assert "\033[" not in plain
     assert "peft              \033[32mready" in coloured
     assert re.sub(r"\033\[[0-9;]*m", "", coloured) == plain

@@ -9,7 +9,8 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from test_check_judge import cob, facts
+from _scaling import backend_rules, verdicts
+from test_check_judge import facts
 
 trl_import_utils = pytest.importorskip("trl.import_utils")
 
@@ -35,7 +36,7 @@ def judge_outside(version: str) -> bool:
     data = facts("h100_8x_nvlink")
     data["packages"]["vllm"]["version"] = version
     data["packages"]["trl"]["version"] = trl_import_utils_version()
-    verdict = cob.judge(data)["backends"]["vllm"]
+    verdict = verdicts.judge(data)["backends"]["vllm"]
     assert verdict["status"] in ("ready", "degraded"), verdict
     return verdict["status"] == "degraded"
 
@@ -58,7 +59,7 @@ def test_window_matches_trl_metadata_pin():
     pin = next(r for r in requires if r.startswith("vllm") and 'extra == "vllm"' in r)
     spec = pin.split(";")[0].strip()[len("vllm") :]
     line = ".".join(trl_import_utils_version().split(".")[:2])
-    rules = [r for r in cob.RULES if r.backend == "vllm" and r.when == ("trl", line)]
+    rules = [r for r in backend_rules.RULES if r.backend == "vllm" and r.when == ("trl", line)]
     assert [sorted(r.spec.split(",")) for r in rules] == [sorted(spec.split(","))]
 
 

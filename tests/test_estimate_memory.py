@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 import script_modules
+from _scaling import memory, model_shape
+from _scaling.cli import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "estimate_memory.py"
 CONFIGS = ROOT / "tests" / "fixtures" / "model_configs"
+FACTS = ROOT / "tests" / "fixtures" / "check_facts"
 DECODER_FIXTURES = sorted(
     p.name for p in CONFIGS.glob("*.json") if "ForCausalLM" in p.read_text(encoding="utf-8")
 )
@@ -52,7 +55,7 @@ def run_cli(*args: str, cwd: Path = ROOT, script: Path = SCRIPT):
 def _settings(**overrides):
     base = {"gpus": 1, "gpu_memory_gb": 80.0, "gradient_checkpointing": False}
     base.update(overrides)
-    return em.Settings(**base)
+    return memory.Settings(**base)
 
 
 # ----------------------------------------------------------------------------- ZeRO paper
@@ -64,20 +67,20 @@ def _settings(**overrides):
 )
 def test_zero_paper_figure_1(strategy, paper_gb):
     # Rajbhandari et al. 2020, Figure 1: 7.5B params, 64 GPUs, K=12, mixed-precision Adam.
-    shape = em.shape_from_params(7.5e9)
+    shape = model_shape.shape_from_params(7.5e9)
     s = _settings(gpus=64)
-    assert em.optimizer_bytes_per_param(s) == 12
-    states = em.estimate_strategy(shape, s, strategy).model_states / GB
+    assert memory.optimizer_bytes_per_param(s) == 12
+    states = memory.estimate_strategy(shape, s, strategy).model_states / GB
     assert round(states, 1 if paper_gb < 100 else 0) == pytest.approx(paper_gb)
 
 
 def test_fsdp2_shards_like_zero3_and_offload_leaves_no_states_on_gpu():
-    shape = em.shape_from_params(7.5e9)
+    shape = model_shape.shape_from_params(7.5e9)
     s = _settings(gpus=64)
-    zero3, fsdp2 = (em.estimate_strategy(shape, s, n) for n in ("zero3", "fsdp2"))
+    zero3, fsdp2 = (memory.estimate_strategy(shape, s, n) for n in ("zero3", "fsdp2"))
     assert zero3.total == fsdp2.total
     for name in ("zero3_offload", "fsdp2_offload"):
-        offloaded = em.estimate_strategy(shape, s, name)
+        offloaded = memory.estimate_strategy(shape, s, name)
         assert offloaded.offload and offloaded.model_states == 0
         assert offloaded.cpu_offload == pytest.approx(16 * 7.5e9 / 64)
 
@@ -99,11 +102,11 @@ DEEPSPEED_0_19_8 = [
 
 @pytest.mark.parametrize(("params", "gpus", "largest", "ds_zero2", "ds_zero3"), DEEPSPEED_0_19_8)
 def test_model_states_match_deepspeed_estimators(params, gpus, largest, ds_zero2, ds_zero3):
-    shape = dataclasses.replace(em.shape_from_params(params), params=params)
+    shape = dataclasses.replace(model_shape.shape_from_params(params), params=params)
     s = _settings(gpus=gpus)
-    zero2 = em.estimate_strategy(shape, s, "zero2").model_states
+    zero2 = memory.estimate_strategy(shape, s, "zero2").model_states
     assert zero2 + 4 * params / gpus == pytest.approx(ds_zero2, rel=1e-9)
-    zero3 = em.estimate_strategy(shape, s, "zero3").model_states
+    zero3 = memory.estimate_strategy(shape, s, "zero3").model_states
     assert zero3 + 2 * params / gpus + 4 * largest == pytest.approx(ds_zero3, rel=1e-9)
 
 
@@ -114,13 +117,13 @@ def test_model_states_match_deepspeed_estimators(params, gpus, largest, ds_zero2
 def test_param_count_matches_transformers_meta_model(name):
     model = _meta_model(name)
     expected = sum(p.numel() for p in model.parameters())
-    assert em.count_params(_config(name)).params == expected
+    assert model_shape.count_params(_config(name)).params == expected
 
 
 @pytest.mark.parametrize("name", DECODER_FIXTURES)
 def test_param_count_matches_published_figure(name):
     config = _config(name)
-    count = em.count_params(config).params
+    count = model_shape.count_params(config).params
     if "_published_params" in config:
         assert count == config["_published_params"]
     else:
@@ -129,8 +132,8 @@ def test_param_count_matches_published_figure(name):
 
 def test_tied_embeddings_count_once():
     config = _config("qwen2.5-0.5b.json")
-    tied = em.count_params(config)
-    untied = em.count_params({**config, "tie_word_embeddings": False})
+    tied = model_shape.count_params(config)
+    untied = model_shape.count_params({**config, "tie_word_embeddings": False})
     assert untied.params - tied.params == config["vocab_size"] * config["hidden_size"]
 
 
@@ -144,15 +147,15 @@ def test_tie_default_follows_transformers(name):
     bare = {k: v for k, v in config.items() if k != "tie_word_embeddings"}
     values = {k: v for k, v in bare.items() if not k.startswith("_")}
     default = AutoConfig.for_model(**values).tie_word_embeddings
-    explicit = em.count_params({**config, "tie_word_embeddings": default}).params
-    assert em.count_params(bare).params == explicit
+    explicit = model_shape.count_params({**config, "tie_word_embeddings": default}).params
+    assert model_shape.count_params(bare).params == explicit
 
 
 @pytest.mark.parametrize("params", [1e9, 7e9, 70e9])
 def test_params_only_shape_is_a_llama_config(params):
     """`--params` assumes a Llama-like MHA shape with a SwiGLU MLP of 8h/3: its LoRA dims (all
     seven projections, k_proj included) equal those of that Llama config, counted exactly."""
-    shape = em.shape_from_params(params)
+    shape = model_shape.shape_from_params(params)
     config = {
         "model_type": "llama",
         "architectures": ["LlamaForCausalLM"],
@@ -164,7 +167,7 @@ def test_params_only_shape_is_a_llama_config(params):
         "vocab_size": shape.vocab,
         "tie_word_embeddings": False,
     }
-    exact = em.count_params(config)
+    exact = model_shape.count_params(config)
     assert shape.lora_dims == exact.lora_dims
     assert set(shape.lora_dims) == {
         "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"
@@ -184,9 +187,9 @@ def test_params_only_shape_is_a_llama_config(params):
 )
 @pytest.mark.filterwarnings("ignore::FutureWarning")
 def test_lora_count_matches_peft(name, targets):
-    assert em.lora_param_count(em.count_params(_config(name)), 16, targets) == _peft_lora_count(
-        _config(name), targets
-    )
+    assert model_shape.lora_param_count(
+        model_shape.count_params(_config(name)), 16, targets
+    ) == _peft_lora_count(_config(name), targets)
 
 
 def _peft_lora_count(config: dict, targets: str) -> int:
@@ -235,7 +238,9 @@ SMALL_DEEPSEEK = {
 def test_moe_lora_count_matches_peft(name, overrides):
     config = {**_config(name), **overrides}
     expected = _peft_lora_count(config, "all-linear")
-    assert em.lora_param_count(em.count_params(config), 16, "all-linear") == expected
+    assert (
+        model_shape.lora_param_count(model_shape.count_params(config), 16, "all-linear") == expected
+    )
     # the shrunk configs must still count exactly
     if overrides:
         import torch
@@ -244,13 +249,13 @@ def test_moe_lora_count_matches_peft(name, overrides):
         values = {k: v for k, v in config.items() if not k.startswith("_")}
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**values))
-        assert em.count_params(config).params == sum(p.numel() for p in model.parameters())
+        assert model_shape.count_params(config).params == sum(p.numel() for p in model.parameters())
 
 
 def test_non_decoder_configs_are_rejected():
     for name in ("bert-base-uncased.json", "vit-base-patch16-224.json"):
-        with pytest.raises(em.InputError):
-            em.count_params(_config(name))
+        with pytest.raises(UsageError):
+            model_shape.count_params(_config(name))
 
 
 # ----------------------------------------------------------------------------- bytes per component
@@ -258,14 +263,14 @@ def test_non_decoder_configs_are_rejected():
 
 def test_qlora_storage_follows_the_paper():
     # Dettmers et al. 2023 sec. 2: double quantization costs 8/64 + 32/(64*256) = 0.127 bits/param.
-    assert pytest.approx(0.127, abs=5e-4) == 8 * em.NF4_DQ_BYTES - 4
-    assert pytest.approx(0.5) == 8 * em.NF4_BYTES - 4
-    shape = em.count_params(_config("llama-3.1-8b.json"))
+    assert pytest.approx(0.127, abs=5e-4) == 8 * memory.NF4_DQ_BYTES - 4
+    assert pytest.approx(0.5) == 8 * memory.NF4_BYTES - 4
+    shape = model_shape.count_params(_config("llama-3.1-8b.json"))
     s = _settings(tuning="qlora")
     kept = shape.params - shape.quantizable_params
-    adapters = em.lora_param_count(shape, 16, "all-linear")
-    expected = shape.quantizable_params * em.NF4_DQ_BYTES + (kept + adapters) * 2
-    assert em.weight_bytes(shape, s) == pytest.approx(expected)
+    adapters = model_shape.lora_param_count(shape, 16, "all-linear")
+    expected = shape.quantizable_params * memory.NF4_DQ_BYTES + (kept + adapters) * 2
+    assert memory.weight_bytes(shape, s) == pytest.approx(expected)
     assert kept == 2 * 128256 * 4096 + 65 * 4096  # embeddings, lm_head and RMSNorm weights
 
 
@@ -284,13 +289,13 @@ def test_qlora_storage_follows_the_paper():
 )
 def test_optimizer_bytes_per_param(optimizer, master, dtype, k):
     s = _settings(optimizer=optimizer, master_weights=master, dtype=dtype)
-    assert em.optimizer_bytes_per_param(s) == k
+    assert memory.optimizer_bytes_per_param(s) == k
 
 
 def test_reference_model_is_sharded_only_with_the_weights():
     """DPO's frozen reference copy: replicated under ddp/zero1/zero2, sharded under zero3/fsdp2,
     on the CPU with the *_offload variants."""
-    shape = em.shape_from_params(7e9)
+    shape = model_shape.shape_from_params(7e9)
     s = _settings(trainer="dpo", gpus=8)
     full = shape.params * 2
     for name, expected in (
@@ -302,17 +307,17 @@ def test_reference_model_is_sharded_only_with_the_weights():
         ("zero3_offload", 0),
         ("fsdp2_offload", 0),
     ):
-        est = em.estimate_strategy(shape, s, name)
+        est = memory.estimate_strategy(shape, s, name)
         assert est.reference_model == pytest.approx(expected), name
-    offloaded = em.estimate_strategy(shape, s, "zero3_offload")
+    offloaded = memory.estimate_strategy(shape, s, "zero3_offload")
     assert offloaded.cpu_offload == pytest.approx((16 * shape.params + full) / 8)
 
 
 def test_lora_trains_only_adapters():
-    shape = em.count_params(_config("llama-3.1-8b.json"))
+    shape = model_shape.count_params(_config("llama-3.1-8b.json"))
     s = _settings(tuning="lora")
-    adapters = em.lora_param_count(shape, 16, "all-linear")
-    ddp = em.estimate_strategy(shape, s, "ddp")
+    adapters = model_shape.lora_param_count(shape, 16, "all-linear")
+    ddp = memory.estimate_strategy(shape, s, "ddp")
     assert ddp.gradients == adapters * 2
     assert ddp.optimizer == adapters * 12
     assert ddp.weights == (shape.params + adapters) * 2
@@ -323,39 +328,39 @@ def test_lora_trains_only_adapters():
 
 def test_activations_without_recomputation_hand_computed():
     # Llama-3.1-8B shape, s=2048, b=1: per layer s*b*h*34 = 2048*4096*34 = 285,212,672 bytes.
-    shape = em.count_params(_config("llama-3.1-8b.json"))
+    shape = model_shape.count_params(_config("llama-3.1-8b.json"))
     s = _settings(seq_len=2048, batch_size=1, fused_loss=False)
-    assert em.layer_activation_bytes(shape, s) == 285_212_672
+    assert memory.layer_activation_bytes(shape, s) == 285_212_672
     # eager adds 5*a*s/h = 5*32*2048/4096 = 80 -> s*b*h*114 = 956,301,312 bytes
     eager = dataclasses.replace(s, attention="eager")
-    assert em.layer_activation_bytes(shape, eager) == 956_301_312
+    assert memory.layer_activation_bytes(shape, eager) == 956_301_312
     logits = 3 * 2048 * 128256 * 4  # three fp32 logit-sized tensors without the fused head
-    assert em.activation_bytes(shape, s) == 32 * 285_212_672 + logits
+    assert memory.activation_bytes(shape, s) == 32 * 285_212_672 + logits
 
 
 def test_activations_with_full_checkpointing_hand_computed():
-    shape = em.count_params(_config("llama-3.1-8b.json"))
+    shape = model_shape.count_params(_config("llama-3.1-8b.json"))
     s = _settings(seq_len=2048, batch_size=1, gradient_checkpointing=True, trainer="reward")
     # 2*s*b*h per layer kept, plus one layer recomputed; reward has no vocabulary logits and
     # puts chosen and rejected in one batch (b = 2)
-    assert em.activation_bytes(shape, s) == 32 * 2 * 2048 * 2 * 4096 + 2 * 285_212_672
+    assert memory.activation_bytes(shape, s) == 32 * 2 * 2048 * 2 * 4096 + 2 * 285_212_672
 
 
 def test_fused_lm_head_working_set():
-    shape = em.count_params(_config("llama-3.1-8b.json"))
+    shape = model_shape.count_params(_config("llama-3.1-8b.json"))
     s = _settings(seq_len=1024, batch_size=8)
     tile = 4096 * 32768 * 2
     grad_hidden = 8192 * 4096 * 4
     grad_weight = 128256 * 4096 * 4
-    assert em.loss_head_bytes(shape, s) == tile + grad_hidden + grad_weight
+    assert memory.loss_head_bytes(shape, s) == tile + grad_hidden + grad_weight
     lora = dataclasses.replace(s, tuning="lora")
-    assert em.loss_head_bytes(shape, lora) == tile + grad_hidden
+    assert memory.loss_head_bytes(shape, lora) == tile + grad_hidden
 
 
 def test_paired_trainers_double_the_micro_batch():
     for trainer, factor in (("dpo", 2), ("reward", 2), ("kto", 1), ("grpo", 1), ("sft", 1)):
         s = _settings(trainer=trainer, batch_size=4)
-        assert em.sequences_per_micro_batch(s) == 4 * factor
+        assert memory.sequences_per_micro_batch(s) == 4 * factor
 
 
 # ----------------------------------------------------------------------------- TRL 1.16.0 facts
@@ -371,17 +376,17 @@ def test_defaults_match_installed_trl():
     from trl.kernels import chunked_logprob
     from trl.trainer import utils
 
-    assert _field_default(GRPOConfig, "beta") == em.DEFAULT_BETA["grpo"] == 0.0
-    assert _field_default(RLOOConfig, "beta") == em.DEFAULT_BETA["rloo"]
+    assert _field_default(GRPOConfig, "beta") == memory.DEFAULT_BETA["grpo"] == 0.0
+    assert _field_default(RLOOConfig, "beta") == memory.DEFAULT_BETA["rloo"]
     assert _field_default(GRPOConfig, "vllm_gpu_memory_utilization") == 0.3
     for cls in (SFTConfig, DPOConfig, KTOConfig, GRPOConfig, RLOOConfig):
         assert _field_default(cls, "gradient_checkpointing") is True
     assert _field_default(DPOConfig, "precompute_ref_log_probs") is False
-    assert _field_default(ModelConfig, "lora_r") == em.Settings().lora_r
-    assert chunked_logprob.TOKEN_CHUNK_SIZE == em.FUSED_TOKEN_TILE
-    assert utils._CHUNKED_LOGPROB_CHUNK_SIZE == em.FUSED_VOCAB_TILE
+    assert _field_default(ModelConfig, "lora_r") == memory.Settings().lora_r
+    assert chunked_logprob.TOKEN_CHUNK_SIZE == memory.FUSED_TOKEN_TILE
+    assert utils._CHUNKED_LOGPROB_CHUNK_SIZE == memory.FUSED_VOCAB_TILE
     trainer_dir = Path(trl.__file__).parent / "trainer"
-    for trainer in em.FUSED_LOSS_TRAINERS:
+    for trainer in memory.FUSED_LOSS_TRAINERS:
         assert "add_fused_lm_head(" in (trainer_dir / f"{trainer}_trainer.py").read_text()
 
 
@@ -400,70 +405,72 @@ def test_defaults_match_installed_trl():
     ],
 )
 def test_reference_model_rules(trainer, tuning, extra, expected):
-    assert em.needs_reference_model(_settings(trainer=trainer, tuning=tuning, **extra)) is expected
+    assert (
+        memory.needs_reference_model(_settings(trainer=trainer, tuning=tuning, **extra)) is expected
+    )
 
 
 # ----------------------------------------------------------------------------- recommendation
 
 
 def test_8b_full_sft_on_one_24gb_gpu_recommends_peft():
-    shape = em.count_params(_config("llama-3.1-8b.json"))
-    rec = em.recommend(shape, _settings(gpu_memory_gb=24, gradient_checkpointing=True))
+    shape = model_shape.count_params(_config("llama-3.1-8b.json"))
+    rec = memory.recommend(shape, _settings(gpu_memory_gb=24, gradient_checkpointing=True))
     assert rec["fits"] and rec["strategy"] == "ddp"
     assert any("use_peft=True" in change for change in rec["changes"])
 
 
 def test_7b_full_on_8x80gb_shards_and_keeps_full_tuning():
-    shape = em.count_params(_config("mistral-7b-v0.1.json"))
-    rec = em.recommend(shape, _settings(gpus=8, gradient_checkpointing=True))
+    shape = model_shape.count_params(_config("mistral-7b-v0.1.json"))
+    rec = memory.recommend(shape, _settings(gpus=8, gradient_checkpointing=True))
     assert rec["strategy"] in ("zero1", "zero2", "zero3", "fsdp2")
     assert not any("use_peft" in change for change in rec["changes"])
 
 
 def test_zero1_recommendation_warns_about_the_shipped_config():
     # trl/accelerate_configs/zero1.yaml pins gradient_accumulation_steps: 1 (TRL 1.16.0).
-    shape = em.count_params(_config("llama-3.1-8b.json"))
-    rec = em.recommend(
+    shape = model_shape.count_params(_config("llama-3.1-8b.json"))
+    rec = memory.recommend(
         shape, _settings(gpus=4, seq_len=4096, batch_size=1, gradient_checkpointing=True)
     )
     assert rec["strategy"] == "zero1"
     assert "gradient_accumulation_steps: 1" in rec["reason"]
-    other = em.recommend(shape, _settings(gpus=8, seq_len=4096, batch_size=1, tuning="lora"))
+    other = memory.recommend(shape, _settings(gpus=8, seq_len=4096, batch_size=1, tuning="lora"))
     assert other["strategy"] != "zero1"
     assert "gradient_accumulation_steps" not in other["reason"]
 
 
 def test_checkpointing_is_tried_before_peft():
-    shape = em.count_params(_config("qwen2.5-0.5b.json"))
-    rec = em.recommend(shape, _settings(gpu_memory_gb=24, seq_len=4096, batch_size=8))
+    shape = model_shape.count_params(_config("qwen2.5-0.5b.json"))
+    rec = memory.recommend(shape, _settings(gpu_memory_gb=24, seq_len=4096, batch_size=8))
     assert rec["strategy"] == "ddp"
     assert rec["changes"][0] == "gradient_checkpointing=True"
     assert not any("use_peft" in change for change in rec["changes"])
 
 
 def test_nothing_fits_says_what_is_missing():
-    shape = em.count_params(_config("deepseek-v3.json"))
-    rec = em.recommend(shape, _settings(gpus=8, gpu_memory_gb=24, cpu_memory_gb=256))
+    shape = model_shape.count_params(_config("deepseek-v3.json"))
+    rec = memory.recommend(shape, _settings(gpus=8, gpu_memory_gb=24, cpu_memory_gb=256))
     assert rec["strategy"] is None and not rec["fits"]
     assert "--cpu-memory-gb 256" in rec["reason"]
     # without a CPU limit, offloading everything is a (slow) way out
-    rec = em.recommend(shape, _settings(gpus=8, gpu_memory_gb=24))
-    assert rec["strategy"] in em.OFFLOADED and "CPU RAM" in rec["reason"]
+    rec = memory.recommend(shape, _settings(gpus=8, gpu_memory_gb=24))
+    assert rec["strategy"] in memory.OFFLOADED and "CPU RAM" in rec["reason"]
 
 
 def test_activations_alone_can_exceed_the_gpu():
-    shape = em.count_params(_config("qwen2.5-0.5b.json"))
-    rec = em.recommend(shape, _settings(gpu_memory_gb=8, seq_len=131072, batch_size=1))
+    shape = model_shape.count_params(_config("qwen2.5-0.5b.json"))
+    rec = memory.recommend(shape, _settings(gpu_memory_gb=8, seq_len=131072, batch_size=1))
     assert rec["strategy"] is None
     assert "GB more than the 7.2 GB usable" in rec["reason"]
 
 
 def test_vllm_colocate_reserves_its_share():
-    shape = em.shape_from_params(1e9)
+    shape = model_shape.shape_from_params(1e9)
     s = _settings(trainer="grpo", vllm_mode="colocate", vllm_gpu_memory_utilization=0.3)
-    assert em.estimate_strategy(shape, s, "ddp").vllm == pytest.approx(0.3 * 80 * GB)
+    assert memory.estimate_strategy(shape, s, "ddp").vllm == pytest.approx(0.3 * 80 * GB)
     server = dataclasses.replace(s, vllm_mode="server")
-    assert em.estimate_strategy(shape, server, "ddp").vllm == 0
+    assert memory.estimate_strategy(shape, server, "ddp").vllm == 0
 
 
 # ----------------------------------------------------------------------------- command line
@@ -496,7 +503,7 @@ def test_json_schema():
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert set(report["strategies"]) == set(em.STRATEGIES)
+    assert set(report["strategies"]) == set(memory.STRATEGIES)
     for row in report["strategies"].values():
         assert set(row) >= STRATEGY_KEYS
         assert isinstance(row["fits"], bool) and isinstance(row["offload"], bool)
@@ -587,21 +594,23 @@ def test_bad_json_and_non_object_configs(tmp_path):
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
 
 
-def _isolated_script(tmp_path: Path, devices) -> Path:
-    shutil.copy(SCRIPT, tmp_path / "estimate_memory.py")
+def _recorded_gpus(tmp_path: Path, devices) -> Path:
+    """Facts as check_optional_backends.py --json records them on a machine with `devices`."""
+    data = json.loads((FACTS / "cpu_only.json").read_text())
     if devices is not None:
-        payload = json.dumps({"accelerators": {"kind": "cuda", "devices": devices}})
-        (tmp_path / "check_optional_backends.py").write_text(f"print({payload!r})\n")
-    return tmp_path / "estimate_memory.py"
+        data["accelerators"].update(kind="cuda", devices=devices)
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(data))
+    return path
 
 
-def test_gpus_default_to_check_optional_backends(tmp_path):
+def test_gpus_default_to_the_checked_facts(tmp_path):
     devices = [
         {"index": i, "name": "H100", "memory_total_mib": 81559, "memory_free_mib": 81000}
         for i in range(4)
     ]
-    script = _isolated_script(tmp_path, devices)
-    proc = run_cli("--params", "1e9", "--json", script=script, cwd=tmp_path)
+    facts = _recorded_gpus(tmp_path, devices)
+    proc = run_cli("--params", "1e9", "--json", "--facts", str(facts), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     inputs = json.loads(proc.stdout)["inputs"]
     assert inputs["gpus"] == 4
@@ -610,14 +619,22 @@ def test_gpus_default_to_check_optional_backends(tmp_path):
 
 @pytest.mark.parametrize("devices", [[], None])
 def test_no_visible_gpu_asks_for_flags(tmp_path, devices):
-    script = _isolated_script(tmp_path, devices)
-    proc = run_cli("--params", "1e9", script=script, cwd=tmp_path)
-    assert proc.returncode == 2
-    assert "--gpus" in proc.stderr and "--gpu-memory-gb" in proc.stderr
+    facts = _recorded_gpus(tmp_path, devices)
+    for extra in (["--facts", str(facts)], []):  # recorded, and this CPU-only machine
+        proc = run_cli("--params", "1e9", *extra, cwd=tmp_path)
+        assert proc.returncode == 2
+        assert "--gpus" in proc.stderr and "--gpu-memory-gb" in proc.stderr
+
+
+def _copied_scripts(tmp_path: Path) -> Path:
+    shutil.copytree(
+        SCRIPT.parent, tmp_path / "scripts", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return tmp_path / "scripts" / SCRIPT.name
 
 
 def test_unexpected_errors_exit_3_without_traceback(tmp_path):
-    script = _isolated_script(tmp_path, None)
+    script = _copied_scripts(tmp_path)
     # Inject a ZeroDivisionError into the report step: it must not leak a traceback.
     source = script.read_text().replace("def build_report(", "def build_report_(", 1)
     source = source.replace("report = build_report(", "report = build_report_(1/0, ", 1)

@@ -25,6 +25,7 @@ transformers = pytest.importorskip("transformers")
 peft = pytest.importorskip("peft")
 
 import script_modules  # noqa: E402  (tests/ is on sys.path via conftest.py)
+from _scaling import memory, model_shape  # noqa: E402
 from memtrack import StorageLog  # noqa: E402
 
 # peft 0.21.2 reads transformers 5.24's deprecated ``is_gradient_checkpointing`` property
@@ -100,9 +101,9 @@ def _config(layers: int):
 
 
 def estimate(setting: Setting):
-    shape = em.count_params(_config(setting.layers).to_dict())
+    shape = model_shape.count_params(_config(setting.layers).to_dict())
     s = em.settings_from_args(em.build_parser().parse_args(setting.script_args()))
-    return shape, s, em.estimate_strategy(shape, s, "ddp")
+    return shape, s, memory.estimate_strategy(shape, s, "ddp")
 
 
 def measure(setting: Setting) -> dict:
@@ -174,8 +175,8 @@ def _rows(out: dict, heads: dict) -> list:
         ]
         if name in heads:
             layer = (peak["act"] - heads[name]) / shape.layers
-            rows.append((name, "  per layer", em.layer_activation_bytes(shape, s), layer))
-            rows.append((name, "  loss head", em.loss_head_bytes(shape, s), heads[name]))
+            rows.append((name, "  per layer", memory.layer_activation_bytes(shape, s), layer))
+            rows.append((name, "  loss head", memory.loss_head_bytes(shape, s), heads[name]))
     return rows
 
 
@@ -212,7 +213,7 @@ def test_activations_within_stated_factor(runs, name):
 
 def test_16bit_layer_term_matches_korthikanti_regime(runs):
     shape, s, _ = runs["settings"]["bf16"][0]
-    ratio = _layer_measured(runs, "bf16") / em.layer_activation_bytes(shape, s)
+    ratio = _layer_measured(runs, "bf16") / memory.layer_activation_bytes(shape, s)
     assert 1 / LAYER_FACTOR <= ratio <= LAYER_FACTOR, f"bf16 per-layer ratio {ratio:.2f}"
 
 

@@ -1,0 +1,86 @@
+"""What every entry script shares on the command line: exit codes, the one-line argument parser,
+the wrapper that turns any failure into one line and an exit code, and terminal text helpers."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import textwrap
+from typing import Callable, NoReturn
+
+# Exit codes of every script (each script's --help says what 1 means for it).
+EXIT_OK = 0
+EXIT_FINDINGS = 1  # a --require backend is not ready; an error finding; ...
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """Bad input from the user: one line on stderr, exit code 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad command line as a UsageError instead of usage + exit."""
+
+    def __init__(self, *args, usage_hint: str = "see --help", **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.usage_hint = usage_hint
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} ({self.usage_hint})")
+
+
+def run(main: Callable[[list | None], int], prog: str, argv: list | None = None) -> NoReturn:
+    """Run `main(argv)` and exit with its code; never print a traceback."""
+    try:
+        code = main(argv)
+        sys.stdout.flush()  # a closed pipe shows up here, inside the handlers below
+    except SystemExit:
+        raise
+    except UsageError as exc:
+        code = _fail(prog, f"error: {exc}", EXIT_USAGE)
+    except KeyboardInterrupt:
+        code = _fail(prog, "interrupted", EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        # The reader (`| head`) left; stop quietly, and keep Python's exit flush quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_OK
+    except BaseException as exc:
+        code = _fail(prog, f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL)
+    sys.exit(code)
+
+
+def _fail(prog: str, message: str, code: int) -> int:
+    lines = str(message).splitlines() or [""]
+    sys.stderr.write(f"{prog}: {lines[0]}\n")
+    return code
+
+
+def use_colour(stream=None) -> bool:
+    """ANSI colour only on a terminal, and never with NO_COLOR or TERM=dumb."""
+    stream = stream or sys.stdout
+    isatty = getattr(stream, "isatty", lambda: False)
+    return bool(isatty()) and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def text_width() -> int:
+    """Terminal width, clamped to 72..100 columns."""
+    import shutil
+
+    return max(72, min(100, shutil.get_terminal_size((88, 24)).columns))
+
+
+def wrap(text: str, indent: str, width: int, hang: str = "  ") -> str:
+    """Fill to `width`, continuation lines indented by `hang` more; a no-break space (\\xa0)
+    keeps "name version" together, and a word longer than the line is broken, never overflows."""
+    filled = textwrap.fill(
+        text,
+        width,
+        initial_indent=indent,
+        subsequent_indent=" " * len(indent) + hang,
+        break_long_words=True,
+        break_on_hyphens=False,
+    )
+    return filled.replace("\xa0", " ")

@@ -1,0 +1,297 @@
+"""What the memory estimate needs to know about a model: its exact parameter count, layout and
+LoRA-targetable linears, counted from a Hugging Face config.json (transformers 5.x layouts), or a
+Llama-like shape for a bare parameter count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .cli import UsageError
+
+LINEAR_NAMES = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "q_a_proj",
+    "q_b_proj",
+    "kv_a_proj_with_mqa",
+    "kv_b_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+    "shared_expert_gate",
+)
+# peft 0.21.2 maps "all-linear" on these transformers 5.x MoE layouts back to the v4 expert and router
+# projections (peft/utils/transformers_weight_conversion.py with transformers' conversion patterns):
+# the router gets rank r, the fused gate_up_proj rank 2*r*E, down_proj rank r*E. Other MoE types
+# (qwen2_moe among them) get no expert adapters. Where the remap follows qwen2_moe's pattern, the
+# names gate_proj/up_proj/down_proj point at the experts, so dense and shared-expert MLPs get none.
+PEFT_MOE_REMAPPED_TYPES = ("mixtral", "qwen3_moe", "deepseek_v3")
+PEFT_MLP_NAMES_REMAPPED_TYPES = ("qwen3_moe", "deepseek_v3")
+
+
+@dataclass
+class ModelShape:
+    """What the estimate needs to know about the model."""
+
+    params: int
+    hidden: int
+    layers: int
+    heads: int
+    vocab: int
+    block_params: int  # largest decoder layer, for the ZeRO-3/FSDP gather working set
+    # module name -> sum over occurrences of (in_features + out_features), for LoRA counting
+    lora_dims: dict = field(default_factory=dict)
+    quantizable_params: int = 0  # nn.Linear weights of the decoder layers (4-bit under QLoRA)
+    exact: bool = True
+    source: str = ""
+
+
+# ----------------------------------------------------------------------------- parameter counting
+
+
+def _get(config: dict, *names, default=None):
+    for name in names:
+        if config.get(name) is not None:
+            return config[name]
+    return default
+
+
+def _text_config(config: dict) -> dict:
+    if "text_config" in config and "hidden_size" not in config:
+        return config["text_config"]
+    return config
+
+
+SUPPORTED_MODEL_TYPES = (
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "mixtral",
+    "qwen2_moe",
+    "qwen3_moe",
+    "deepseek_v3",
+)
+
+
+def _check_decoder_config(config: dict) -> None:
+    model_type = config.get("model_type")
+    archs = config.get("architectures") or []
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise UsageError(
+            f"model_type {model_type!r} is not a supported causal LM decoder "
+            f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)}); use --params instead"
+        )
+    if archs and not any(a.endswith("ForCausalLM") for a in archs):
+        raise UsageError(f"architectures {archs} contain no *ForCausalLM class")
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
+        value = config.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise UsageError(f"config.json field {key!r} must be a positive integer, got {value!r}")
+
+
+def _attention_linears(c: dict) -> dict:
+    """(in, out, bias) per attention projection of one layer."""
+    h, n_heads = c["hidden_size"], c["num_attention_heads"]
+    if c["model_type"] == "deepseek_v3":
+        return _mla_linears(c)
+    n_kv = _get(c, "num_key_value_heads", default=n_heads)
+    head_dim = _get(c, "head_dim", default=h // n_heads)
+    # Qwen2 always has q/k/v biases, Qwen2-MoE follows qkv_bias (default True); the others follow
+    # attention_bias, which also covers o_proj.
+    if c["model_type"] == "qwen2":
+        qkv_bias, o_bias = True, False
+    elif c["model_type"] == "qwen2_moe":
+        qkv_bias, o_bias = bool(c.get("qkv_bias", True)), False
+    else:
+        qkv_bias = o_bias = bool(c.get("attention_bias"))
+    return {
+        "q_proj": (h, n_heads * head_dim, qkv_bias),
+        "k_proj": (h, n_kv * head_dim, qkv_bias),
+        "v_proj": (h, n_kv * head_dim, qkv_bias),
+        "o_proj": (n_heads * head_dim, h, o_bias),
+    }
+
+
+def _mla_linears(c: dict) -> dict:
+    """DeepSeek multi-head latent attention projections."""
+    h, n_heads = c["hidden_size"], c["num_attention_heads"]
+    nope, rope, v_dim = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+    kv_rank, q_rank = c["kv_lora_rank"], c.get("q_lora_rank")
+    bias = bool(c.get("attention_bias"))
+    out = {}
+    if q_rank:
+        out["q_a_proj"] = (h, q_rank, bias)
+        out["q_b_proj"] = (q_rank, n_heads * (nope + rope), False)
+    else:
+        out["q_proj"] = (h, n_heads * (nope + rope), False)
+    out["kv_a_proj_with_mqa"] = (h, kv_rank + rope, bias)
+    out["kv_b_proj"] = (kv_rank, n_heads * (nope + v_dim), False)
+    out["o_proj"] = (n_heads * v_dim, h, bias)
+    return out
+
+
+def _attention_norm_params(c: dict) -> int:
+    if c["model_type"] in ("qwen3", "qwen3_moe", "gemma3_text"):
+        head_dim = _get(c, "head_dim", default=c["hidden_size"] // c["num_attention_heads"])
+        return 2 * head_dim  # q_norm and k_norm
+    if c["model_type"] == "deepseek_v3":
+        return (c.get("q_lora_rank") or 0) + c["kv_lora_rank"]  # q_a_layernorm, kv_a_layernorm
+    return 0
+
+
+def _layer_norm_count(c: dict) -> int:
+    # Gemma 2/3 add pre- and post-feedforward norms to the two usual ones.
+    return 4 if c["model_type"] in ("gemma2", "gemma3_text") else 2
+
+
+def _is_moe_layer(c: dict, index: int) -> bool:
+    model_type = c["model_type"]
+    if model_type == "mixtral":
+        return True
+    if model_type in ("qwen2_moe", "qwen3_moe"):
+        step = c.get("decoder_sparse_step", 1) or 1
+        return (
+            index not in (c.get("mlp_only_layers") or [])
+            and _get(c, "num_experts", default=0) > 0
+            and (index + 1) % step == 0
+        )
+    if model_type == "deepseek_v3":
+        freq = c.get("moe_layer_freq", 1) or 1
+        return (
+            c.get("n_routed_experts")
+            and index >= c.get("first_k_dense_replace", 0)
+            and index % freq == 0
+        )
+    return False
+
+
+def _dense_mlp(h: int, inter: int, bias: bool) -> dict:
+    return {
+        "gate_proj": (h, inter, bias),
+        "up_proj": (h, inter, bias),
+        "down_proj": (inter, h, bias),
+    }
+
+
+def _moe_layer(c: dict) -> tuple[int, dict]:
+    """(routed expert + router params, shared-expert linears) of one MoE layer."""
+    h = c["hidden_size"]
+    experts = _get(c, "num_local_experts", "num_experts", "n_routed_experts")
+    inter = _get(c, "moe_intermediate_size", "intermediate_size")
+    # experts + router weight; DeepSeek's e_score_correction_bias is a buffer, not a parameter
+    routed = experts * 3 * h * inter + experts * h
+    shared = {}
+    if c["model_type"] == "qwen2_moe" and c.get("shared_expert_intermediate_size"):
+        shared = _dense_mlp(h, c["shared_expert_intermediate_size"], False)
+        shared["shared_expert_gate"] = (h, 1, False)
+    elif c["model_type"] == "deepseek_v3" and c.get("n_shared_experts"):
+        shared = _dense_mlp(h, inter * c["n_shared_experts"], False)
+    return routed, shared
+
+
+def _expert_lora_dims(c: dict) -> dict:
+    """LoRA params per unit of rank that peft 0.21.2 adds to one MoE layer's router and experts."""
+    if c["model_type"] not in PEFT_MOE_REMAPPED_TYPES:
+        return {}
+    h = c["hidden_size"]
+    experts = _get(c, "num_local_experts", "num_experts", "n_routed_experts")
+    inter = _get(c, "moe_intermediate_size", "intermediate_size")
+    return {
+        "router": h + experts,
+        "experts": 2 * experts * (h + 2 * inter) + experts * (inter + h),
+    }
+
+
+def _linear_params(linears: dict) -> int:
+    return sum(i * o + (o if bias else 0) for i, o, bias in linears.values())
+
+
+def count_params(config: dict) -> ModelShape:
+    """Exact parameter count of a Hugging Face causal LM config (transformers 5.x layouts)."""
+    c = _text_config(config)
+    _check_decoder_config(c)
+    h, layers, vocab = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
+    tied = bool(c.get("tie_word_embeddings", c["model_type"].startswith("gemma")))
+    attention = _attention_linears(c)
+    per_layer_norms = _layer_norm_count(c) * h + _attention_norm_params(c)
+    mlp_bias = bool(c.get("mlp_bias"))
+    total = vocab * h * (1 if tied else 2) + h  # embeddings, lm_head, final norm
+    quantizable = 0
+    block_max = 0
+    lora_dims: dict = {}
+    for index in range(layers):
+        linears = dict(attention)
+        routed = 0
+        if _is_moe_layer(c, index):
+            routed, shared = _moe_layer(c)
+            linears.update(shared)
+            for name, dims in _expert_lora_dims(c).items():
+                lora_dims[name] = lora_dims.get(name, 0) + dims
+        else:
+            linears.update(_dense_mlp(h, c["intermediate_size"], mlp_bias))
+        layer = _linear_params(linears) + routed + per_layer_norms
+        total += layer
+        # bitsandbytes replaces nn.Linear only: fused 3D experts and routers stay unquantized
+        quantizable += sum(i * o for i, o, _ in linears.values())
+        block_max = max(block_max, layer)
+        for name, (i, o, _) in linears.items():
+            if name in ("gate_proj", "up_proj", "down_proj") and (
+                c["model_type"] in PEFT_MLP_NAMES_REMAPPED_TYPES
+            ):
+                continue
+            lora_dims[name] = lora_dims.get(name, 0) + i + o
+    return ModelShape(
+        params=total,
+        hidden=h,
+        layers=layers,
+        heads=c["num_attention_heads"],
+        vocab=vocab,
+        block_params=block_max,
+        lora_dims=lora_dims,
+        quantizable_params=quantizable,
+        exact=True,
+        source=f"config.json ({c['model_type']})",
+    )
+
+
+def shape_from_params(params: float, vocab: int = 32000) -> ModelShape:
+    """Llama-like shape for a bare parameter count: h/L = 128 and 12*L*h^2 non-embedding params."""
+    hidden = max(128, int(round((128 * params / 12) ** (1 / 3) / 128)) * 128)
+    embed = 2 * vocab * hidden
+    layers = max(1, int(round(max(params - embed, 12 * hidden * hidden) / (12 * hidden * hidden))))
+    inter = 8 * hidden // 3
+    # all-linear LoRA dims of one MHA layer with a SwiGLU MLP of 8h/3
+    lora_dims = {name: layers * 2 * hidden for name in ("q_proj", "k_proj", "v_proj", "o_proj")}
+    lora_dims.update({n: layers * (hidden + inter) for n in ("gate_proj", "up_proj", "down_proj")})
+    return ModelShape(
+        params=int(params),
+        hidden=hidden,
+        layers=layers,
+        heads=max(1, hidden // 128),
+        vocab=vocab,
+        block_params=int(max(params - embed, 0) / layers),
+        lora_dims=lora_dims,
+        quantizable_params=int(max(params - embed, 0)),
+        exact=False,
+        source="--params (Llama-like shape assumed)",
+    )
+
+
+def lora_param_count(shape: ModelShape, rank: int, targets: str) -> int:
+    """LoRA adds r*(in+out) per targeted linear (A: r x in, B: out x r)."""
+    if targets == "all-linear":
+        names = list(shape.lora_dims)
+    else:
+        names = [t.strip() for t in targets.split(",") if t.strip()]
+        unknown = [n for n in names if n not in LINEAR_NAMES]
+        if unknown:
+            raise UsageError(
+                f"unknown --lora-targets {unknown}; choose from {', '.join(LINEAR_NAMES)}"
+            )
+    return rank * sum(shape.lora_dims.get(name, 0) for name in names)
