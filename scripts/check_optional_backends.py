@@ -20,7 +20,8 @@ import sys
 
 PROG = "check_optional_backends.py"
 if sys.version_info < (3, 9):  # noqa: UP036 (the one line older Pythons get)
-    sys.exit(f"{PROG}: needs Python 3.9 or newer; this is {sys.version.split()[0]}")
+    sys.stderr.write(f"{PROG}: needs Python 3.9 or newer; this is {sys.version.split()[0]}\n")
+    sys.exit(2)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also under -I / PYTHONSAFEPATH
 
 import argparse  # noqa: E402
@@ -202,5 +203,10 @@ def main(argv: "list | None" = None) -> int:
     return cli.EXIT_OK
 
 
-if __name__ == "__main__":
+def entry() -> None:
+    """The command (also the entry point of a zipapp built from scripts/)."""
     cli.run(main, PROG)
+
+
+if __name__ == "__main__":
+    entry()
