@@ -15,4 +15,7 @@ Layout, one concern per module:
   facts           facts: collected here, or loaded from a file recorded elsewhere
   verdicts        judge: backend verdicts and config findings, a pure function of the facts
   check_report    render: the check script's report as JSON or text
+  model_shape     model facts: exact parameter counts and LoRA targets from config.json
+  activations     model facts: bytes saved for backward per decoder layer, by architecture
+  memory          judge: per-GPU memory per strategy and the least invasive plan that fits
 """

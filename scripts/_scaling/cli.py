@@ -7,7 +7,7 @@ import argparse
 import os
 import sys
 import textwrap
-from typing import Callable, NoReturn
+from typing import Callable, NoReturn, TextIO
 
 # Exit codes of every script (each script's --help says what 1 means for it).
 EXIT_OK = 0
@@ -58,7 +58,7 @@ def _fail(prog: str, message: str, code: int) -> int:
     return code
 
 
-def use_colour(stream=None) -> bool:
+def use_colour(stream: TextIO | None = None) -> bool:
     """ANSI colour only on a terminal, and never with NO_COLOR or TERM=dumb."""
     stream = stream or sys.stdout
     isatty = getattr(stream, "isatty", lambda: False)

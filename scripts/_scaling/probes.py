@@ -81,7 +81,9 @@ def kill_group(proc: subprocess.Popen) -> None:
         proc.communicate(timeout=2)
 
 
-def start_python_probe(module: str, timeout: float, extra: dict | None = None, env=None) -> Child:
+def start_python_probe(
+    module: str, timeout: float, extra: dict | None = None, env: dict | None = None
+) -> Child:
     """Run the source of `_scaling/<module>.py` in a child interpreter that sees our sys.path."""
     source = pkgutil.get_data(__package__, f"{module}.py")
     spec = dict(extra or {}, path=sys.path, mark=RESULT_MARK)

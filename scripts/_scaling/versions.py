@@ -6,6 +6,7 @@ Stdlib only, so that every script can compare versions on a bare interpreter.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 _VERSION_RE = re.compile(
     r"^\s*v?(?:(\d+)!)?(\d+(?:\.\d+)*)"
@@ -109,7 +110,7 @@ def version_satisfies(version: object, specifier: str) -> bool | None:
     return all(results)
 
 
-def tightest(specs) -> str:
+def tightest(specs: Iterable[str]) -> str:
     """'>=0.18.6' from ['>=0.18.2', '>=0.18.6']; other combinations are joined with commas."""
     unique = list(dict.fromkeys(specs))
     if all(re.fullmatch(r">=[^,]+", s) for s in unique):
