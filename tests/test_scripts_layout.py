@@ -27,8 +27,15 @@ OLD_PYTHONS = [
     if p.exists()
 ]
 # Arguments that make each entry script do real work without a GPU.
+DIAGNOSE = Path(__file__).parent / "fixtures" / "diagnose"
 SMOKE_ARGS = {
     "check_optional_backends.py": ["--json"],
+    "diagnose.py": [
+        "--json",
+        "--reference",
+        str(DIAGNOSE / "reference.md"),
+        str(DIAGNOSE / "oom.log"),
+    ],
     "estimate_memory.py": ["--params", "7e9", "--gpus", "2", "--gpu-memory-gb", "24", "--json"],
 }
 

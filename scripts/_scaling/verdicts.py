@@ -254,7 +254,9 @@ def _no_device_finding(kind: str, ctx: Context) -> Finding:
             f"no {kind} device visible ({' / '.join(names) or 'a variable'} hides all {physical})"
         )
         return Finding(UNAVAILABLE, reason, fix)
-    reason = f"no {kind} device visible: the {kind} software is installed, but this process sees none"
+    reason = (
+        f"no {kind} device visible: the {kind} software is installed, but this process sees none"
+    )
     return Finding(UNAVAILABLE, reason, f"run on a machine (or container) with a {kind} device")
 
 
