@@ -20,6 +20,8 @@ Conventions enforced (summarised for authors in README.md, "How the docs are kep
 8. Tables with a Default column: `| `field` | <literal> |` rows state the installed default
    (scoped to the trainer or class the row, header or preceding sentence names).
 9. Paths into the scripts' JSON (`strategies.<name>.total_gb`) exist in their real reports.
+10. What the docs say the stack *does* (raises, warns, ignores, ...) is proven by
+    tests/test_semantics_run.py or a re-read source line: tests/test_semantics_registry.py.
 
 The first half of this file tests the harness itself on small samples written to tmp_path,
 so a broken checker cannot pass silently; the second half runs on the real docs.
