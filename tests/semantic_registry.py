@@ -166,6 +166,11 @@ CLAIMS = (
     ),
     C(
         BACKENDS,
+        'Pass `model_init_kwargs={"device_map": None}` to load the plain way',
+        DEVICE_MAP_FORCED,
+    ),
+    C(
+        BACKENDS,
         "transformers dispatches that split model and `trainer.train()` stops before the first step with",
         FSDP_AUTO_REFUSED,
     ),

@@ -187,17 +187,24 @@ def test_trl_defaults_device_map_auto_for_a_model_id_on_a_gpu(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("distributed_type", "expected"),
-    [("NO", "unset"), ("FSDP", "unset"), ("MULTI_GPU", None), ("DEEPSPEED", None)],
+    ("distributed_type", "init_kwargs", "expected"),
+    [
+        ("NO", None, "unset"),
+        ("FSDP", None, "unset"),
+        ("MULTI_GPU", None, None),
+        ("DEEPSPEED", None, None),
+        ("FSDP", {"device_map": None}, None),  # the way out the docs give for FSDP
+    ],
 )
 def test_trainers_force_device_map_none_only_under_multi_gpu_and_deepspeed(
-    out, distributed_type, expected
+    out, distributed_type, init_kwargs, expected
 ):
     """The trainer is given a model id; the loader call is recorded and construction stopped.
-    The launch mode is simulated by the distributed state the trainer reads."""
+    The launch mode is simulated by the distributed state the trainer reads. "unset" leaves
+    TRL's loader to pick "auto" on a GPU (previous test)."""
     from trl import SFTConfig, SFTTrainer
 
-    args = SFTConfig(output_dir=out, use_cpu=True, report_to="none")
+    args = SFTConfig(output_dir=out, use_cpu=True, report_to="none", model_init_kwargs=init_kwargs)
     args.distributed_state = SimpleNamespace(distributed_type=distributed_type)
     seen = {}
 
