@@ -30,6 +30,7 @@ def render_json(report: dict) -> str:
 
 
 def render_text(report: dict, colour: bool = False, width: int = 88) -> str:
+    report = printable(report)
     lines = _header_lines(report, width) + [""]
     lines += _accelerator_lines(report, width)
     lines += _package_lines(report, width)
@@ -41,6 +42,21 @@ def render_text(report: dict, colour: bool = False, width: int = 88) -> str:
     done = f"Collected in {total:.2f} s; " if isinstance(total, (int, float)) else ""
     lines += ["", f"{done}--json has every fact and every reason."]
     return "\n".join(lines)
+
+
+def printable(value: object) -> object:
+    """The report with control characters in its strings escaped: a config value, a variable
+    or a server's answer cannot move the cursor or recolour the terminal."""
+    if isinstance(value, str):
+        return _CONTROL.sub(lambda m: repr(m.group())[1:-1], value)
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable(v) for v in value]
+    return value
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _header_lines(report: dict, width: int) -> list:
@@ -180,11 +196,8 @@ def _env_and_config_lines(report: dict, width: int) -> list:
     texts = [f"Environment: {shown or '(no backend-related variables set)'}"]
     config = report["config"]
     if config.get("exists"):
-        values = config.get("values") or {}
-        keys = ("distributed_type", "num_processes", "mixed_precision")
-        summary = ", ".join(f"{k}={values[k]}" for k in keys if k in values)
         text = f"Accelerate config ({config.get('source')}): {config.get('path')}: "
-        texts.append(text + (config.get("error") or summary or "(no keys set)"))
+        texts.append(text + (config.get("error") or _config_summary(config.get("values") or {})))
     elif config.get("path"):
         texts.append(f"Accelerate config: none at {config['path']} (accelerate defaults apply)")
     lines = [""] + [wrap(text, "", width) for text in texts]
@@ -195,7 +208,15 @@ def _env_and_config_lines(report: dict, width: int) -> list:
             f"vLLM server {server.get('url')}: health={server.get('health')}, "
             f"dev_mode={server.get('dev_mode')}, models={server.get('models')}"
         )
-        lines.append(
-            wrap(text + (f", {server['error']}" if server.get("error") else ""), "", width)
-        )
+        notes = [server.get(k) for k in ("error", "models_error", "server_info_error")]
+        lines.append(wrap(", ".join([text] + [n for n in notes if n]), "", width))
     return lines
+
+
+def _config_summary(values: dict) -> str:
+    keys = ("distributed_type", "num_processes", "mixed_precision")
+    summary = ", ".join(f"{k}={values[k]}" for k in keys if k in values)
+    if summary or not values:
+        return summary or "(no keys set)"
+    names = [str(k) for k in values]
+    return "keys " + ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")

@@ -21,8 +21,12 @@ ENV_NAMES = (
 )  # fmt: skip
 SECRET_MARKERS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL")
 REDACTED = "<redacted>"
-# scheme://user:password@host -> scheme://<redacted>@host, anywhere in a value
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
+# scheme://user:password@host -> scheme://<redacted>@host, anywhere in a value; up to the last
+# "@" before the path, since an unquoted password may hold "@" itself.
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s]+@")
+# user:password@host without a scheme (requests and curl accept a proxy written so), as an item
+# of a value (start, or after a comma or space).
+_BARE_USERINFO = re.compile(r"(^|[\s,;])(?![a-z][a-z0-9+.-]*://)[^\s,;/]*:[^\s,;/]*@")
 
 
 def collect_environment(environ: dict) -> dict:
@@ -41,8 +45,9 @@ def redact(key: str, value: str) -> str:
 
 
 def redact_url_credentials(text: str) -> str:
-    """'http://user:pw@proxy:3128' -> 'http://<redacted>@proxy:3128'."""
-    return _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    """'http://user:pw@proxy:3128' -> 'http://<redacted>@proxy:3128'; also 'user:pw@proxy:3128'."""
+    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
+    return _BARE_USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
 
 
 def default_accelerate_config_path(environ: dict) -> str:
