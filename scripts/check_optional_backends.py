@@ -32,13 +32,17 @@ from _scaling.check_report import build_report, render_json, render_text  # noqa
 
 EPILOG = f"""\
 exit status:
-  0  report made      1  a --require backend is not ready
-  2  bad usage (unknown flag, unreadable config or facts file, malformed URL, bad timeout)
+  0  report made (an accelerate config that does not parse is a finding in it)
+  1  a --require backend is not ready
+  2  bad usage (unknown flag, a file that cannot be read, a facts file that is not this
+     script's --json output, malformed URL, bad timeout): one line on stderr
   3  internal error (one line on stderr, never a traceback)
 
-time limits: NVML (or nvidia-smi) gets min(--timeout, {probes.NVML_TIMEOUT_S:g}) s; each --imports
-  child gets --timeout; all of --vllm-url's requests together get min(--timeout,
-  {probes.VLLM_TIMEOUT_S:g}) s. A probe past its limit is killed and reported, never waited on.
+time limits (--timeout defaults to {facts.DEFAULT_TIMEOUT_S:g} s): the GPU probe (NVML, or
+  nvidia-smi without nvidia-ml-py) gets min(--timeout, {probes.NVML_TIMEOUT_S:g}) s; all of --vllm-url's
+  requests together get min(--timeout, {probes.VLLM_TIMEOUT_S:g}) s; both run while package metadata
+  is read. Each --imports child gets --timeout, one child per CPU core at a time. A probe
+  past its limit is killed and reported, never waited on.
 
 statuses: ready | degraded (usable with caveats) | not_installed | unavailable (installing
 the package alone will not help: hardware, broken import, wrong build)
@@ -88,7 +92,9 @@ def _timeout(text: str) -> float:
 def _url(text: str) -> str:
     from urllib.parse import urlsplit
 
-    expected = f"expected an http(s)://host[:port] URL, got {text!r}"
+    from _scaling.environment import redact_url_credentials
+
+    expected = f"expected an http(s)://host[:port] URL, got {redact_url_credentials(text)!r}"
     try:
         parts = urlsplit(text)
         port_ok = parts.port is None or 0 < parts.port < 65536

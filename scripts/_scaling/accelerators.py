@@ -34,7 +34,8 @@ def collect_accelerators(
         "cuda_driver_version": nvml.get("cuda_driver_version"),
         "devices": [],
         "physical_device_count": len(nvml.get("devices") or []),
-        "topology": nvml.get("topology", []) if nvml.get("devices") else [],
+        # None: unknown (nvidia-smi has no link data; a failed probe has none at all)
+        "topology": nvml.get("topology") if nvml.get("devices") or nvml.get("error") else [],
         "error": nvml.get("error"),
         "source": nvml.get("source", "nvml"),
         "visibility": {

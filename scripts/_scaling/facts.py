@@ -10,10 +10,11 @@ import os
 import platform
 import sys
 import time
+from typing import NamedTuple
 
 from . import probes
 from .accelerators import collect_accelerators
-from .environment import collect_environment, default_accelerate_config_path, redact_url_credentials
+from .environment import collect_environment, default_accelerate_config_path
 from .files import ConfigFileError, load_config_file, read_text
 from .metadata import DISTS, collect_packages, collect_torch_build
 
@@ -42,15 +43,18 @@ def collect_facts(
     start = time.perf_counter()
     timings: dict = {}
     warnings: list = []
-    nvml_child = probes.start_nvml(timeout)  # runs while the metadata is scanned
+    # The probes that may hang start first and run while the metadata is scanned.
+    gpu_probe = probes.GpuProbe(timeout)
+    server_probe = vllm_url and probes.VllmProbe(vllm_url, min(timeout, probes.VLLM_TIMEOUT_S))
     packages = collect_packages(paths, warnings)
     timings["metadata"] = round(time.perf_counter() - start, 3)
     torch_build = collect_torch_build(packages)
-    nvml = _gpu_facts(nvml_child, timeout, timings)
+    nvml = gpu_probe.finish(timings)
     facts = {
         "schema_version": SCHEMA_VERSION,
         "python": python_facts(),
         "platform": platform_facts(),
+        "host": host_memory(),
         "packages": packages,
         "torch_build": torch_build,
         "accelerators": collect_accelerators(nvml, packages, torch_build, environ),
@@ -61,24 +65,12 @@ def collect_facts(
         outcomes, facts["torch_runtime"] = probes.run_import_probes(packages, timeout, timings)
         for name, outcome in outcomes.items():
             packages[name]["import"] = outcome
-    if vllm_url:
-        server = probes.probe_vllm_server(vllm_url, min(timeout, probes.VLLM_TIMEOUT_S))
-        server["url"] = redact_url_credentials(server["url"])
-        facts["vllm_server"] = server
+    if server_probe:
+        facts["vllm_server"] = server_probe.finish()
     timings["total"] = round(time.perf_counter() - start, 3)
     facts["timings"] = timings
     facts["warnings"] = warnings
     return facts
-
-
-def _gpu_facts(nvml_child: probes.Child, timeout: float, timings: dict) -> dict:
-    nvml, timings["nvml"] = probes.finish_nvml(nvml_child)
-    if nvml.get("no_nvml"):  # nvidia-ml-py absent: nvidia-smi, if there is one
-        start = time.perf_counter()
-        smi = probes.probe_nvidia_smi(timeout)
-        timings["nvidia_smi"] = round(time.perf_counter() - start, 3)
-        nvml = smi or {"error": "nvidia-ml-py not installed and nvidia-smi not found"}
-    return nvml
 
 
 def python_facts() -> dict:
@@ -88,6 +80,35 @@ def python_facts() -> dict:
         "executable": sys.executable,
         "no_site": bool(sys.flags.no_site),
     }
+
+
+def host_memory() -> dict:
+    """Total and available RAM of this machine in bytes (None where unknown): /proc/meminfo on
+    Linux, else sysconf (macOS and other Unix: physical pages x page size; no available figure)."""
+    text = read_text("/proc/meminfo", 100_000)
+    if text:
+        values = {}
+        for line in text.splitlines():
+            name, _, rest = line.partition(":")
+            fields = rest.split()
+            if name in ("MemTotal", "MemAvailable") and fields and fields[0].isdigit():
+                values[name] = int(fields[0]) * 1024  # reported in kB (KiB)
+        if "MemTotal" in values:
+            return {
+                "total_bytes": values["MemTotal"],
+                "available_bytes": values.get("MemAvailable"),
+                "source": "/proc/meminfo",
+            }
+    total = _sysconf_pages("SC_PHYS_PAGES")
+    return {"total_bytes": total, "available_bytes": None, "source": "sysconf"}
+
+
+def _sysconf_pages(name: str) -> int | None:
+    try:
+        pages, size = os.sysconf(name), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows) or no such name
+        return None
+    return pages * size if pages > 0 and size > 0 else None
 
 
 def platform_facts() -> dict:
@@ -132,9 +153,86 @@ def load_facts(path: str) -> dict:
         raise FactsError(f"cannot read facts file {path}")
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise FactsError(f"{path} is not JSON (nested too deeply); record it with --json") from None
     except ValueError as exc:
         raise FactsError(f"{path} is not JSON ({exc}); record it with --json") from None
     return normalize_facts(data, path)
+
+
+class OrNone(NamedTuple):
+    """In FACTS_SHAPE: null, or a value of this shape."""
+
+    shape: object
+
+
+TEXT, NUMBER, FLAG = OrNone(str), OrNone((int, float)), OrNone(bool)
+PACKAGE = {
+    "installed": FLAG, "version": TEXT, "broken": FLAG, "editable": FLAG, "location": TEXT,
+    "requires": OrNone([{"name": TEXT, "specifier": TEXT, "extra": TEXT}]),
+    "duplicates": OrNone([dict]),
+    "import": OrNone({"status": TEXT, "detail": TEXT, "seconds": NUMBER, "module_version": TEXT,
+                      "timeout_s": NUMBER}),
+}  # fmt: skip
+DEVICE = {
+    "index": OrNone((int, str)), "name": TEXT, "uuid": TEXT, "compute_capability": TEXT,
+    "memory_total_mib": NUMBER, "memory_free_mib": NUMBER, "mig_enabled": FLAG,
+    "nvlink_active_links": NUMBER, "mig_devices": OrNone([{"uuid": TEXT}]),
+}  # fmt: skip
+# What the judge and the renderers read from a facts file, by type: a dict names an object's
+# keys ("*": any other key), a list holds items of its one element's shape. Keys not named
+# here are kept as they are.
+FACTS_SHAPE = {
+    "python": dict,
+    "platform": {"system": TEXT, "mac_version": TEXT},
+    "packages": {"*": PACKAGE},
+    "torch_build": {"version": TEXT, "cuda": TEXT, "hip": TEXT, "xpu": TEXT, "variant": TEXT},
+    "accelerators": {
+        "kind": TEXT, "driver_version": TEXT, "cuda_driver_version": TEXT, "error": TEXT,
+        "devices": OrNone([DEVICE]), "topology": OrNone([dict]), "physical_device_count": NUMBER,
+        "visibility": OrNone({"problems": OrNone([str])}),
+    },
+    "environment": dict,
+    "config": {"path": TEXT, "exists": FLAG, "values": OrNone(dict), "error": TEXT},
+    "torch_runtime": OrNone(dict),
+    "vllm_server": OrNone(dict),
+    "timings": dict,
+    "warnings": OrNone(list),
+}  # fmt: skip
+
+
+def shape_error(value: object, shape: object, where: str) -> str | None:
+    """Where `value` departs from `shape` (see FACTS_SHAPE), as a phrase; None if it fits."""
+    if isinstance(shape, OrNone):
+        return None if value is None else shape_error(value, shape.shape, where)
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{where} is {_json_kind(value)}, expected an object"
+        for key, item in value.items():
+            inner = shape.get(key, shape.get("*"))
+            problem = inner is not None and shape_error(item, inner, f"{where}.{key}")
+            if problem:
+                return problem
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{where} is {_json_kind(value)}, expected a list"
+        problems = (shape_error(item, shape[0], f"{where}[{i}]") for i, item in enumerate(value))
+        return next((p for p in problems if p), None)
+    if isinstance(value, shape) and not (isinstance(value, bool) and bool not in _types(shape)):
+        return None
+    expected = " or ".join(dict.fromkeys(map(_json_kind, _types(shape))))
+    return f"{where} is {_json_kind(value)}, expected {expected}"
+
+
+def _types(shape: object) -> tuple:
+    return shape if isinstance(shape, tuple) else (shape,)
+
+
+def _json_kind(value: object) -> str:
+    kinds = {bool: "true/false", int: "a number", float: "a number", str: "a string",
+             list: "a list", dict: "an object", type(None): "null"}  # fmt: skip
+    return kinds.get(value if isinstance(value, type) else type(value), "a value")
 
 
 def normalize_facts(data: object, origin: str = "<facts>") -> dict:
@@ -144,6 +242,9 @@ def normalize_facts(data: object, origin: str = "<facts>") -> dict:
             f"{origin} holds no facts (expected the JSON object that "
             "check_optional_backends.py --json prints, with a 'packages' object)"
         )
+    problem = shape_error(data, FACTS_SHAPE, "facts")
+    if problem:
+        raise FactsError(f"{origin}: {problem[len('facts.') :]}; record it again with --json")
     facts = {k: v for k, v in data.items() if k not in JUDGED_KEYS}
     sections = {
         "python": {"version": None, "implementation": None, "executable": None},

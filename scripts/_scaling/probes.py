@@ -14,6 +14,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from .environment import redact_url_credentials
 from .metadata import DISTS
 
 RESULT_MARK = "__CHECK_RESULT__ "
@@ -125,16 +126,36 @@ def last_line(data: bytes) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def start_nvml(timeout: float) -> Child:
-    return start_python_probe("nvml_probe", min(timeout, NVML_TIMEOUT_S))
+class GpuProbe:
+    """NVML in a child, or nvidia-smi when nvidia-ml-py is absent: one deadline for both."""
 
+    def __init__(self, timeout: float) -> None:
+        import importlib.util
 
-def finish_nvml(child: Child) -> tuple:
-    """(NVML facts or {"error", ...}, seconds). `timed_out` marks a hang, not an absence."""
-    status, result, seconds = probe_result(child)
-    if status != "ok":
-        return {"error": f"NVML probe {status}: {result}", "timed_out": status != "error"}, seconds
-    return result, seconds
+        self.limit = min(timeout, NVML_TIMEOUT_S)
+        self.start = time.perf_counter()
+        # Without nvidia-ml-py, an NVML child would only say so: start nvidia-smi at once.
+        self.child = None
+        if importlib.util.find_spec("pynvml") is not None:
+            self.child = start_python_probe("nvml_probe", self.limit)
+
+    def finish(self, timings: dict) -> dict:
+        """NVML facts (or nvidia-smi's, or {"error", ...}); `timed_out` marks a hang."""
+        facts: dict = {"no_nvml": True}
+        if self.child is not None:
+            status, result, seconds = probe_result(self.child)
+            timings["nvml"] = round(seconds, 3)
+            if status != "ok":
+                return {"error": f"NVML probe {status}: {result}", "timed_out": status != "error"}
+            facts = result
+        if facts.get("no_nvml"):
+            remaining = self.limit - (time.perf_counter() - self.start)
+            start = time.perf_counter()
+            facts = probe_nvidia_smi(remaining, self.limit) or {
+                "error": "nvidia-ml-py not installed and nvidia-smi not found"
+            }
+            timings["nvidia_smi"] = round(time.perf_counter() - start, 3)
+        return facts
 
 
 SMI_FIELDS = (
@@ -142,18 +163,19 @@ SMI_FIELDS = (
 )
 
 
-def probe_nvidia_smi(timeout: float) -> dict | None:
-    """nvidia-smi's CSV query, bounded in time; None when nvidia-smi is not on PATH."""
+def probe_nvidia_smi(timeout: float, limit: float | None = None) -> dict | None:
+    """nvidia-smi's CSV query within `timeout` s (what is left of the GPU probe's `limit`);
+    None when nvidia-smi is not on PATH."""
     import shutil
 
     exe = shutil.which("nvidia-smi")
     if not exe:
         return None
     cmd = [exe, f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits"]
-    timeout = min(timeout, NVML_TIMEOUT_S)
-    status, out, err, _ = Child(cmd, timeout).finish()
+    status, out, err, _ = Child(cmd, max(timeout, 0.0)).finish()
     if status == "timeout":
-        return {"error": f"nvidia-smi gave no answer after {timeout:g} s", "timed_out": True}
+        limit = timeout if limit is None else limit
+        return {"error": f"nvidia-smi gave no answer within {limit:g} s", "timed_out": True}
     if status != "ok":
         return {"error": f"nvidia-smi failed: {last_line(err) or status}"}
     if not out.strip() and err.strip():
@@ -240,53 +262,83 @@ def run_import_probes(packages: dict, timeout: float, timings: dict) -> tuple:
 MAX_BODY = 4_000_000
 
 
+class VllmProbe:
+    """Read-only GETs against a running vLLM server in a daemon thread, all within one deadline;
+    `finish()` never waits past it. A server that answers slowly or drips bytes is cut off and
+    reported as such. Credentials in the URL are sent as HTTP basic auth, as TRL's client
+    (requests) does, and never reported."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        self.timeout, self.start = timeout, time.perf_counter()
+        base, self.auth = split_credentials(url.rstrip("/"))
+        self.report: dict = {"url": redact_url_credentials(url.rstrip("/"))}
+        self.worker = threading.Thread(target=self._gets, args=(base,), daemon=True)
+        self.worker.start()
+
+    def finish(self) -> dict:
+        self.worker.join(max(0.0, self.timeout - (time.perf_counter() - self.start)))
+        snapshot = dict(self.report)  # the worker may still write to `report`
+        if self.worker.is_alive():
+            step = snapshot.get("pending") or "/health"
+            snapshot["timed_out"] = step
+            snapshot["error"] = (
+                f"GET {step} gave no complete answer within {self.timeout:g} s in all"
+            )
+            # abandoned at the deadline, however late this is called
+            snapshot["seconds"] = round(min(time.perf_counter() - self.start, self.timeout), 3)
+        snapshot.pop("pending", None)
+        snapshot.setdefault("health", None)
+        snapshot.setdefault("dev_mode", None)
+        return snapshot
+
+    def _get(self, base: str, path: str) -> tuple:
+        self.report["pending"] = path.split("?")[0]
+        return http_get(base + path, self.start + self.timeout, self.auth)
+
+    def _gets(self, base: str) -> None:
+        report = self.report
+        status, body = self._get(base, "/health")
+        report["health"] = status
+        if status is None:
+            report["error"] = redact_url_credentials(body)
+        elif status == 200:
+            report.update(_models(*self._get(base, "/v1/models")))
+            status, body = self._get(base, "/server_info?config_format=json")
+            report["server_info_status"] = status
+            report["dev_mode"] = _dev_mode(status, body, report)
+            status, body = self._get(base, "/get_world_size")
+            size = _json_dict(body).get("world_size") if status == 200 else None
+            report["world_size"] = size if isinstance(size, int) and size > 0 else None
+        report["pending"] = None
+        report["seconds"] = round(time.perf_counter() - self.start, 3)
+
+
 def probe_vllm_server(url: str, timeout: float) -> dict:
-    """Facts from a running vLLM server; never raises, never runs past `timeout` in all.
-    A server that answers slowly or drips bytes is cut off and reported as such."""
-    report: dict = {"url": url.rstrip("/")}
-    start = time.perf_counter()
-    worker = threading.Thread(target=_vllm_gets, args=(report, start + timeout), daemon=True)
-    worker.start()
-    worker.join(timeout)
-    snapshot = dict(report)  # the worker may still write to `report`
-    if worker.is_alive():
-        step = snapshot.get("pending", "/health")
-        snapshot["timed_out"] = step
-        snapshot.setdefault(
-            "error", f"GET {step} gave no complete answer within {timeout:g} s in all"
-        )
-    snapshot.pop("pending", None)
-    snapshot["seconds"] = round(time.perf_counter() - start, 3)
-    return snapshot
+    """Facts from a running vLLM server; never raises, never runs past `timeout` in all."""
+    return VllmProbe(url, timeout).finish()
 
 
-def _vllm_gets(report: dict, deadline: float) -> None:
-    base = report["url"]
-    report["pending"] = "/health"
-    status, body = _get(base + "/health", deadline)
-    report["health"] = status
-    if status is None:
-        report["error"] = body
-        return
-    if status != 200:
-        return
-    report["pending"] = "/v1/models"
-    status, body = _get(base + "/v1/models", deadline)
+def split_credentials(url: str) -> tuple:
+    """('http://host:port/...', 'Basic ...' or None) from 'http://user:password@host:port/...'."""
+    import base64
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+    return urlunsplit(parts._replace(netloc=hostport)), f"Basic {token}"
+
+
+def _models(status: int | None, body: object) -> dict:
     data = _json_dict(body).get("data") if status == 200 else None
-    report["models"] = [
-        m["id"]
-        for m in (data if isinstance(data, list) else [])
-        if isinstance(m, dict) and "id" in m
-    ]
-    report["pending"] = "/server_info"
-    status, body = _get(base + "/server_info?config_format=json", deadline)
-    report["server_info_status"] = status
-    report["dev_mode"] = _dev_mode(status, body, report)
-    report["pending"] = "/get_world_size"
-    status, body = _get(base + "/get_world_size", deadline)
-    if status == 200:
-        report["world_size"] = _json_dict(body).get("world_size")
-    report["pending"] = None
+    if not isinstance(data, list):
+        detail = f"answered {status} without a list of models" if status else str(body)
+        return {"models": None, "models_error": f"/v1/models {detail}"}
+    ids = [m.get("id") for m in data if isinstance(m, dict)]
+    return {"models": [i for i in ids if isinstance(i, str)]}
 
 
 def _dev_mode(status: int | None, body: object, report: dict) -> bool | None:
@@ -306,8 +358,9 @@ def _dev_mode(status: int | None, body: object, report: dict) -> bool | None:
     return True
 
 
-def _get(url: str, deadline: float) -> tuple:
-    """(HTTP status, body bytes) or (None, reason); proxies ignored, never raises."""
+def http_get(url: str, deadline: float, auth: str | None = None) -> tuple:
+    """(HTTP status, body bytes) or (None, reason); proxies ignored, never raises. The socket
+    timeout bounds each read, not the whole answer: callers bound that (see VllmProbe)."""
     import urllib.error
     import urllib.request
 
@@ -315,8 +368,11 @@ def _get(url: str, deadline: float) -> tuple:
     if remaining <= 0:
         return None, "no time left"
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    request = urllib.request.Request(url)
+    if auth:
+        request.add_unredirected_header("Authorization", auth)  # not sent on to a redirect
     try:
-        with opener.open(url, timeout=remaining) as resp:
+        with opener.open(request, timeout=remaining) as resp:
             return resp.status, resp.read(MAX_BODY)
     except urllib.error.HTTPError as exc:
         return exc.code, b""
@@ -327,6 +383,6 @@ def _get(url: str, deadline: float) -> tuple:
 def _json_dict(body: object) -> dict:
     try:
         value = json.loads(body)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
