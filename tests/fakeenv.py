@@ -181,21 +181,37 @@ def add_fake_nvml(site: Path, spec: dict) -> None:
     (pkg / "fake_nvml.json").write_text(json.dumps(spec))
 
 
+def cuda_site(site: Path, gpus: dict | None = None) -> Path:
+    """A CUDA box in miniature: torch cu128 build, TRL 1.16.0 stack metadata, fake NVML."""
+    add_dist(site, "torch", "2.10.0+cu128", module="torch")
+    (site / "torch" / "version.py").write_text(
+        "from typing import Optional\n__version__ = '2.10.0+cu128'\ncuda: Optional[str] = '12.8'\n"
+        "hip: Optional[str] = None\n"
+    )
+    for name, version in (("trl", "1.16.0"), ("accelerate", "1.15.0"), ("transformers", "5.24.0")):
+        add_dist(site, name, version)
+    add_dist(site, "nvidia-ml-py", "13.580.82")
+    add_fake_nvml(site, gpus or h100_node())
+    return site
+
+
 def run_check(
     *args: str,
-    site: Path | None = None,
+    site: Path | str | None = None,
     isolated: bool = False,
+    flags: tuple = (),
     env: dict | None = None,
     timeout: float = 120,
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run the script as a user would. `isolated` = `python -S`: only `site` and the stdlib."""
+    """Run the script as a user would. `isolated` = `python -S`: only `site` and the stdlib;
+    `flags` are more interpreter options (e.g. "-I")."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDA_", "HF_", "PYTHON"))}
     full_env["HF_HOME"] = str(Path(cwd or REPO) / ".no-hf-home")
     if site is not None:
         full_env["PYTHONPATH"] = str(site)
     full_env.update(env or {})
-    cmd = [PYTHON] + (["-S"] if isolated else []) + [str(SCRIPT), *args]
+    cmd = [PYTHON, *(["-S"] if isolated else []), *flags, str(SCRIPT), *args]
     return subprocess.run(
         cmd,
         capture_output=True,

@@ -10,25 +10,11 @@ from fakeenv import (
     IMPORT_OSERROR,
     IMPORT_SEGFAULTS,
     add_dist,
-    add_fake_nvml,
+    cuda_site,
     h100_node,
     run_check,
     run_json,
 )
-
-
-def cuda_site(site, gpus=None):
-    """A CUDA box in miniature: torch cu128 build, TRL 1.16.0 stack metadata, fake NVML."""
-    add_dist(site, "torch", "2.10.0+cu128", module="torch")
-    (site / "torch" / "version.py").write_text(
-        "from typing import Optional\n__version__ = '2.10.0+cu128'\ncuda: Optional[str] = '12.8'\n"
-        "hip: Optional[str] = None\n"
-    )
-    for name, version in (("trl", "1.16.0"), ("accelerate", "1.15.0"), ("transformers", "5.24.0")):
-        add_dist(site, name, version)
-    add_dist(site, "nvidia-ml-py", "13.580.82")
-    add_fake_nvml(site, gpus or h100_node())
-    return site
 
 
 @pytest.mark.parametrize(
