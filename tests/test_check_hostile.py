@@ -13,13 +13,14 @@ import json
 import math
 import os
 import re
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from fakeenv import add_dist, add_fake_nvml, cuda_site, h100_node, run_check
+from fakeenv import PYTHON, SCRIPT, add_dist, add_fake_nvml, cuda_site, h100_node, run_check
 from script_modules import load
 
 probes = load("check_optional_backends").probes
@@ -575,3 +576,36 @@ def test_recorded_facts_with_odd_but_valid_values_are_judged(tmp_path):
     path.write_text(json.dumps(facts))
     for args in (("--facts", str(path)), ("--facts", str(path), "--json")):
         run_bounded(*args)
+
+
+def test_long_paths_wrap_between_their_parts(tmp_path):
+    """A deep checkout, interpreter and HF_HOME: every line fits the terminal, and each path
+    breaks only after a "/" (so it reads back whole)."""
+    deep = tmp_path.joinpath(*[f"directory-level-{i:02d}" for i in range(12)])
+    deep.mkdir(parents=True)
+    python = deep / "python3"
+    python.symlink_to(PYTHON)  # -S: the symlink runs as a bare interpreter
+    config = deep / "accelerate" / "default_config.yaml"
+    config.parent.mkdir()
+    config.write_text("distributed_type: MULTI_GPU\nnum_processes: two\n")
+    env = {"HF_HOME": str(deep), "COLUMNS": "80"}
+    proc = subprocess.run(
+        [str(python), "-S", str(SCRIPT)],
+        capture_output=True, text=True, timeout=60, env=dict(os.environ, **env),
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert max(map(len, proc.stdout.splitlines())) <= 80
+    rejoined = re.sub(r"/\n +", "/", proc.stdout)
+    assert f"({python})" in rejoined and f"{config}:" in rejoined
+
+
+def test_control_characters_are_shown_escaped_not_sent_to_the_terminal(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text('mixed_precision: "\\e[2J\\e[31mbf16"\nnum_processes: "\\b\\b1"\n')
+    env = {"NCCL_DEBUG": "\x1b]0;pwned\x07INFO", "COLUMNS": "100"}
+    proc = run_bounded("--accelerate-config", str(config), env=env)
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "\b" not in proc.stdout
+    assert "NCCL_DEBUG=\\x1b]0;pwned\\x07INFO" in proc.stdout
+    assert "mixed_precision=\\x1b[2J\\x1b[31mbf16" in proc.stdout
+    raw = report_of(run_bounded("--json", "--accelerate-config", str(config), env=env))
+    assert raw["environment"]["NCCL_DEBUG"] == env["NCCL_DEBUG"]  # --json keeps the fact as is

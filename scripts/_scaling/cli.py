@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import textwrap
 from typing import Callable, NoReturn, TextIO
@@ -74,13 +75,28 @@ def text_width() -> int:
 
 def wrap(text: str, indent: str, width: int, hang: str = "  ") -> str:
     """Fill to `width`, continuation lines indented by `hang` more; a no-break space (\\xa0)
-    keeps "name version" together, and a word longer than the line is broken, never overflows."""
-    filled = textwrap.fill(
-        text,
+    keeps "name version" together, and a word longer than the line is broken (after a "/" where
+    it has one: paths and URLs), never overflows."""
+    filled = _PathWrapper(
         width,
         initial_indent=indent,
         subsequent_indent=" " * len(indent) + hang,
         break_long_words=True,
         break_on_hyphens=False,
-    )
+    ).fill(text)
     return filled.replace("\xa0", " ")
+
+
+class _PathWrapper(textwrap.TextWrapper):
+    """A TextWrapper that splits a word too long for any line after each "/" in it, so that a
+    long path breaks between its parts rather than inside one."""
+
+    def _split(self, text: str) -> list:
+        room = self.width - len(self.subsequent_indent)
+        chunks = []
+        for chunk in super()._split(text):
+            if len(chunk) > room and "/" in chunk:
+                chunks += [part for part in re.split(r"(?<=/)(?=[^/])", chunk) if part]
+            else:
+                chunks.append(chunk)
+        return chunks
