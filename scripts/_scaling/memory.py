@@ -1,18 +1,40 @@
 """Per-GPU memory of a TRL fine-tuning run for each scaling strategy, and the least invasive plan
 that fits. Model states follow the ZeRO paper (Rajbhandari et al. 2020, sec. 3.1 and 5), QLoRA
-storage follows Dettmers et al. 2023 (sec. 2); defaults follow TRL 1.16.0. Every assumption is
-listed in the report (`assumptions`). Pure arithmetic: nothing here reads the machine."""
+storage follows Dettmers et al. 2023 (sec. 2), host RAM for offload follows DeepSpeed's own
+estimators, and vLLM's share follows how TRL 1.16.0 starts it (trl/generation/vllm_generation.py);
+defaults follow TRL 1.16.0. Every assumption is listed in the report (`assumptions`). Pure
+arithmetic: nothing here reads the machine."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 
+from .cli import UsageError
 from .model_shape import PEFT_MOE_REMAPPED_TYPES, ModelShape, lora_param_count
 
 GB = 1e9
-STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "zero3_offload", "fsdp2", "fsdp2_offload")
+GIB = 2**30
+STRATEGIES = (
+    "ddp",
+    "zero1",
+    "zero2",
+    "zero3",
+    "fsdp2",
+    "zero2_offload_opt",
+    "zero3_offload_opt",
+    "zero3_offload",
+    "fsdp2_offload",
+)
+SHARDED = ("zero1", "zero2", "zero3", "fsdp2")
+# The offload ladder, cheapest first: optimizer states and fp32 gradients on the CPU
+# (ZeRO-Offload: offload_optimizer_device cpu), then parameters too.
+OPTIMIZER_OFFLOAD = ("zero2_offload_opt", "zero3_offload_opt")
+PARAM_OFFLOAD = ("zero3_offload", "fsdp2_offload")
+OFFLOADED = OPTIMIZER_OFFLOAD + PARAM_OFFLOAD
 TRAINERS = ("sft", "dpo", "grpo", "rloo", "reward", "kto")
 OPTIMIZERS = ("adamw", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "adafactor", "sgd")
+EIGHT_BIT_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 # NF4 with double quantization (QLoRA paper sec. 2): 4 bits + 8-bit absmax per 64 weights + one fp32
 # second-level constant per 256 blocks = 4 + 8/64 + 32/(64*256) bits per weight.
@@ -27,10 +49,45 @@ FUSED_VOCAB_TILE = 32768
 # RLOOConfig.beta = 0.05; DPO and KTO build a reference model unless PEFT is used or
 # precompute_ref_log_probs is set (outside FSDP); SFT and reward have none.
 DEFAULT_BETA = {"grpo": 0.0, "rloo": 0.05}
+# GRPOConfig.num_generations = 8, RLOOConfig.num_generations = 2 (TRL 1.16.0).
+DEFAULT_NUM_GENERATIONS = {"grpo": 8, "rloo": 2}
 # Trainers whose 1.16.0 default loss goes through add_fused_lm_head (no full logits).
 FUSED_LOSS_TRAINERS = ("sft", "dpo", "kto", "grpo", "rloo")
 # DPO and reward collators put chosen and rejected sequences in one batch of 2 x batch_size.
 PAIRED_TRAINERS = ("dpo", "reward")
+ONLINE_TRAINERS = ("grpo", "rloo")
+
+# Host RAM of offloaded states. DeepSpeed 0.19's estimate_zero2/zero3_model_states_mem_needs count
+# 16 bytes per parameter on the CPU for optimizer offload (fp32 master, two fp32 Adam moments, fp32
+# gradient), 2 more with parameter offload (the 16-bit weights), times additional_buffer_factor=1.5
+# for pinned buffers; the offloaded step is DeepSpeed's CPU Adam whatever --optimizer says.
+CPU_ADAM_BYTES = 16
+HOST_BUFFER_FACTOR = 1.5
+GPUS_PER_NODE = 8
+# A detected GPU total this close below a whole GiB is read as that printed size (card_gib).
+CARD_RESERVE = 0.01
+
+# Margin rule: a plan whose total is within the last 5 % of usable memory (after --headroom) is
+# "tight". The activation estimate is good to about 10 % and activations are often half the total,
+# so a tight plan can run out of memory; it is recommended only when no plan in the order fits
+# with this margin, and the report says so.
+MARGIN = 0.05
+
+# vLLM as TRL 1.16.0 starts it. Colocate (trl/generation/vllm_generation.py): LLM(model=
+# model.name_or_path, tensor_parallel_size=vllm_tensor_parallel_size, gpu_memory_utilization=...,
+# max_model_len=vllm_max_model_length, max_num_seqs=per_device_train_batch_size *
+# vllm_tensor_parallel_size * steps_per_generation (grpo_trainer.py, rloo_trainer.py),
+# max_num_batched_tokens=4096, quantization="bitsandbytes" when the policy has Linear4bit layers).
+# vLLM loads its own copy from the checkpoint with dtype "auto" (16-bit), so a LoRA policy costs
+# vLLM the base model (TRL merges adapters before each weight sync). Server: `trl vllm-serve`
+# defaults gpu_memory_utilization=0.9, tensor_parallel_size=1, data_parallel_size=1.
+VLLM_DEFAULT_UTILIZATION = {"colocate": 0.3, "server": 0.9}
+VLLM_WEIGHT_BYTES = 2
+VLLM_KV_BYTES = 2  # kv_cache_dtype "auto": the model's 16-bit dtype
+# vLLM's own working memory inside its share: activations of its 4096-token profiling batch, the
+# sampler, CUDA graphs and NCCL buffers. A flat allowance, not derived from the model.
+VLLM_RUNTIME_BYTES = 1.5e9
+UTILIZATION_STEP = 0.05
 
 
 # ----------------------------------------------------------------------------- settings
@@ -42,23 +99,33 @@ class Settings:
     tuning: str = "full"
     lora_r: int = 16
     lora_targets: str = "all-linear"
-    dtype: str = "bf16"
+    dtype: str = "bf16"  # weights as loaded (ModelConfig.dtype / model_init_kwargs["dtype"])
     optimizer: str = "adamw"
     master_weights: str = "fp32"
     seq_len: int = 1024
     batch_size: int = 8
     gradient_checkpointing: bool = True
     gpus: int = 1
-    gpu_memory_gb: float = 80.0
+    gpu_memory_gb: float = 80.0  # capacity of each GPU in GB (1e9 bytes)
     vllm_mode: str = "none"
-    vllm_gpu_memory_utilization: float = 0.3
+    vllm_gpu_memory_utilization: float | None = None  # None: TRL's default for the mode
     attention: str = "sdpa"
     fused_loss: bool = True
     headroom: float = 0.1
-    cpu_memory_gb: float | None = None
-    double_quant: bool = True
+    cpu_memory_gb: float | None = None  # host RAM per node in GB; None: not checked
+    double_quant: bool = False  # ModelConfig.use_bnb_nested_quant default
     beta: float | None = None
     precompute_ref_log_probs: bool = False
+    compute_dtype: str | None = None  # autocast dtype (bf16=True / fp16=True); None: dtype
+    gradient_accumulation_steps: int = 1
+    steps_per_generation: int | None = None  # None: gradient_accumulation_steps, as in TRL
+    num_generations: int | None = None  # None: TRL's default for the trainer
+    vllm_tensor_parallel_size: int = 1
+    vllm_data_parallel_size: int = 1  # server only
+    vllm_max_model_length: int | None = None  # None: the config's max_position_embeddings
+    vllm_enable_sleep_mode: bool = False
+    gpu_memory_source: str = ""  # where gpu_memory_gb came from, for the report
+    cpu_memory_source: str = ""  # where cpu_memory_gb came from, for the report
 
 
 @dataclass
@@ -74,23 +141,42 @@ class Estimate:
     vllm: float
     cpu_offload: float
     offload: bool
+    vllm_fits: bool = True  # colocate: vLLM's weights and KV cache fit its share
+    vllm_sleeps: bool = False  # colocate with sleep mode: vLLM's share is released for training
 
     @property
     def model_states(self) -> float:
         return self.weights + self.gradients + self.optimizer
 
     @property
+    def training(self) -> float:
+        return self.model_states + self.gather_buffer + self.activations + self.reference_model
+
+    @property
     def total(self) -> float:
-        return (
-            self.model_states
-            + self.gather_buffer
-            + self.activations
-            + self.reference_model
-            + self.vllm
-        )
+        """Peak per GPU. With sleep mode vLLM holds its share only while it generates, when
+        the model states are resident but the activations are not."""
+        if self.vllm_sleeps:
+            resident = self.model_states + self.reference_model + self.vllm
+            return max(self.training, resident)
+        return self.training + self.vllm
 
 
 # ----------------------------------------------------------------------------- bytes per component
+
+
+def compute_dtype(s: Settings) -> str:
+    return s.compute_dtype or s.dtype
+
+
+def deepspeed_view(s: Settings, strategy: str) -> Settings:
+    """DeepSpeed with bf16/fp16 mixed precision casts the module to that dtype
+    (DeepSpeedEngine._configure_distributed_model) and keeps the fp32 master copy in its
+    optimizer, whatever dtype the weights were loaded in."""
+    compute = compute_dtype(s)
+    if strategy.startswith("zero") and s.dtype == "fp32" and compute != "fp32":
+        return replace(s, dtype=compute, compute_dtype=None)
+    return s
 
 
 def trainable_params(shape: ModelShape, s: Settings) -> int:
@@ -110,7 +196,7 @@ def optimizer_state_bytes(s: Settings) -> float:
         # fp32 moments next to fp32 master weights; without them torch keeps moments in the param dtype.
         state = 4 if master_bytes(s) or s.dtype == "fp32" else DTYPE_BYTES[s.dtype]
         return 2 * state
-    if s.optimizer in ("adamw_8bit", "paged_adamw_8bit"):
+    if s.optimizer in EIGHT_BIT_OPTIMIZERS:
         return 2.0  # two uint8 moments (blockwise absmax constants ignored: about 1.6%)
     return 0.0  # adafactor: factored second moment, no momentum; sgd: no momentum by default
 
@@ -120,6 +206,10 @@ def optimizer_bytes_per_param(s: Settings) -> float:
     return master_bytes(s) + optimizer_state_bytes(s)
 
 
+def nf4_bytes(s: Settings) -> float:
+    return NF4_DQ_BYTES if s.double_quant else NF4_BYTES
+
+
 def weight_bytes(shape: ModelShape, s: Settings) -> float:
     d = DTYPE_BYTES[s.dtype]
     if s.tuning == "full":
@@ -127,27 +217,22 @@ def weight_bytes(shape: ModelShape, s: Settings) -> float:
     adapters = trainable_params(shape, s) * d
     if s.tuning == "lora":
         return shape.params * d + adapters
-    nf4 = NF4_DQ_BYTES if s.double_quant else NF4_BYTES
     kept = shape.params - shape.quantizable_params  # embeddings, lm_head, norms, biases
-    return shape.quantizable_params * nf4 + kept * d + adapters
+    return shape.quantizable_params * nf4_bytes(s) + kept * d + adapters
 
 
 def gather_block_bytes(shape: ModelShape, s: Settings) -> float:
     """Unsharded working set under ZeRO-3/FSDP: two decoder layers (current + prefetch) or the
     gathered LM head, whichever is larger (the fused LM head gathers lm_head.weight whole)."""
     d = DTYPE_BYTES[s.dtype]
-    block = shape.block_params * (
-        NF4_DQ_BYTES
-        if s.tuning == "qlora" and s.double_quant
-        else (NF4_BYTES if s.tuning == "qlora" else d)
-    )
+    block = shape.block_params * (nf4_bytes(s) if s.tuning == "qlora" else d)
     return max(2 * block, shape.vocab * shape.hidden * d)
 
 
 def needs_reference_model(s: Settings) -> bool:
     if s.trainer in ("sft", "reward") or s.tuning != "full":
         return False  # with PEFT the reference is the adapter-disabled policy
-    if s.trainer in ("grpo", "rloo"):
+    if s.trainer in ONLINE_TRAINERS:
         beta = DEFAULT_BETA[s.trainer] if s.beta is None else s.beta
         return beta != 0.0
     return not s.precompute_ref_log_probs  # dpo, kto
@@ -168,7 +253,7 @@ def layer_activation_bytes(shape: ModelShape, s: Settings) -> float:
 def activation_scale(s: Settings) -> float:
     """The paper's bytes assume 16-bit activations; fp32 compute stores twice as much (measured
     on CPU: 79 vs 44 bytes per s*b*h for a Llama layer, tests/test_estimate_memory_measured.py)."""
-    return DTYPE_BYTES[s.dtype] / 2
+    return DTYPE_BYTES[compute_dtype(s)] / 2
 
 
 def loss_head_bytes(shape: ModelShape, s: Settings) -> float:
@@ -179,7 +264,7 @@ def loss_head_bytes(shape: ModelShape, s: Settings) -> float:
         # Full logits: at the start of backward the fp32 log-softmax output and two logits-sized
         # fp32 gradients are live together (measured 3.1-3.2x one fp32 logits tensor on CPU).
         return tokens * shape.vocab * 4 * UNFUSED_LOGITS_COPIES
-    d = DTYPE_BYTES[s.dtype]
+    d = DTYPE_BYTES[compute_dtype(s)]
     tile = min(tokens, FUSED_TOKEN_TILE) * min(shape.vocab, FUSED_VOCAB_TILE) * d
     grad_hidden = tokens * shape.hidden * 4  # backward accumulates in fp32
     grad_weight = shape.vocab * shape.hidden * 4 if s.tuning == "full" else 0
@@ -202,37 +287,192 @@ def activation_bytes(shape: ModelShape, s: Settings) -> float:
     return layers + loss_head_bytes(shape, s)
 
 
-def vllm_bytes(s: Settings) -> float:
+# ----------------------------------------------------------------------------- vLLM
+
+
+@dataclass
+class VllmNeed:
+    """What vLLM needs on each GPU it runs on (every training GPU in colocate mode, each server
+    GPU in server mode) against the share it is given (gpu_memory_utilization x GPU memory)."""
+
+    mode: str
+    tensor_parallel_size: int
+    data_parallel_size: int
+    utilization: float
+    max_model_len: int
+    sequences: int  # sequences one engine generates at once: its part of the generation batch
+    kv_tokens: int  # tokens its KV cache must hold
+    weights: float
+    kv_cache: float
+    runtime: float
+    share: float
+    limit: float  # the largest share the GPU can give (usable memory after --headroom)
+    sleep_mode: bool
+
+    @property
+    def needed(self) -> float:
+        return self.weights + self.kv_cache + self.runtime
+
+    @property
+    def fits(self) -> bool:
+        return self.needed <= self.share <= self.limit * (1 + 1e-9)  # 0.9 x GPU == usable
+
+
+def vllm_utilization(s: Settings) -> float:
+    if s.vllm_gpu_memory_utilization is not None:
+        return s.vllm_gpu_memory_utilization
+    return VLLM_DEFAULT_UTILIZATION.get(s.vllm_mode, 0.0)
+
+
+def steps_per_generation(s: Settings) -> int:
+    return s.steps_per_generation or s.gradient_accumulation_steps
+
+
+def num_generations(s: Settings) -> int:
+    return s.num_generations or DEFAULT_NUM_GENERATIONS.get(s.trainer, 0)
+
+
+def generation_batch(s: Settings) -> int:
+    """GRPOConfig/RLOOConfig generation_batch_size: completions generated at once, all GPUs."""
+    return s.batch_size * s.gpus * steps_per_generation(s)
+
+
+def vllm_sequences(s: Settings) -> int:
+    """Sequences one vLLM engine holds at once. Colocate: TRL's max_num_seqs, the prompts of the
+    engine's tensor-parallel group (each GPU's completions, num_generations copies included).
+    Server: the whole generation batch, split over the server's data-parallel replicas."""
     if s.vllm_mode == "colocate":
-        return s.vllm_gpu_memory_utilization * s.gpu_memory_gb * GB
+        return s.batch_size * s.vllm_tensor_parallel_size * steps_per_generation(s)
+    return math.ceil(generation_batch(s) / s.vllm_data_parallel_size)
+
+
+def vllm_max_model_len(shape: ModelShape, s: Settings) -> int:
+    """vllm_max_model_length, else what vLLM derives from the config (max_position_embeddings)."""
+    return s.vllm_max_model_length or shape.max_positions or s.seq_len
+
+
+def kv_bytes_per_token(shape: ModelShape, tensor_parallel: int) -> float:
+    """KV cache bytes per token on one tensor-parallel rank. Attention heads split over ranks (a
+    rank keeps at least one KV head); a multi-head latent is kept whole on every rank."""
+    if shape.kv_latent:
+        return shape.layers * shape.kv_latent * VLLM_KV_BYTES
+    heads = math.ceil(shape.kv_heads / tensor_parallel)
+    return shape.layers * 2 * heads * shape.head_dim * VLLM_KV_BYTES
+
+
+def vllm_weight_bytes(shape: ModelShape, s: Settings) -> float:
+    """vLLM's own copy of the base model: 16-bit, or bitsandbytes NF4 (no nested quantization)
+    for the Linear weights when the policy is QLoRA. LoRA adapters are merged before each sync."""
+    if s.tuning == "qlora":
+        kept = shape.params - shape.quantizable_params
+        return shape.quantizable_params * NF4_BYTES + kept * VLLM_WEIGHT_BYTES
+    return shape.params * VLLM_WEIGHT_BYTES
+
+
+def vllm_need(shape: ModelShape, s: Settings) -> VllmNeed | None:
+    if s.vllm_mode == "none":
+        return None
+    tp = s.vllm_tensor_parallel_size
+    max_len = vllm_max_model_len(shape, s)
+    sequences = vllm_sequences(s)
+    # vLLM refuses to start unless one max_model_len sequence fits its KV cache; a generation
+    # batch that does not fit runs in waves (slower). Both are required here.
+    tokens = max(sequences * min(s.seq_len, max_len), max_len)
+    utilization = vllm_utilization(s)
+    return VllmNeed(
+        mode=s.vllm_mode,
+        tensor_parallel_size=tp,
+        data_parallel_size=s.vllm_data_parallel_size if s.vllm_mode == "server" else 1,
+        utilization=utilization,
+        max_model_len=max_len,
+        sequences=sequences,
+        kv_tokens=tokens,
+        weights=vllm_weight_bytes(shape, s) / tp,
+        kv_cache=tokens * kv_bytes_per_token(shape, tp),
+        runtime=VLLM_RUNTIME_BYTES,
+        share=utilization * s.gpu_memory_gb * GB,
+        limit=usable_bytes(s),
+        sleep_mode=s.vllm_mode == "colocate" and s.vllm_enable_sleep_mode,
+    )
+
+
+def vllm_bytes(s: Settings) -> float:
+    """vLLM's share of each training GPU (colocate only)."""
+    if s.vllm_mode == "colocate":
+        return vllm_utilization(s) * s.gpu_memory_gb * GB
     return 0.0
+
+
+def check_settings(shape: ModelShape, s: Settings) -> None:
+    """What TRL or vLLM refuse before training starts, as a one-line UsageError."""
+    if s.vllm_mode != "none" and s.trainer not in ONLINE_TRAINERS:
+        raise UsageError("--vllm-mode applies to --trainer grpo or rloo only")
+    if s.trainer in ONLINE_TRAINERS:
+        _check_generation_batch(s)
+    tp = s.vllm_tensor_parallel_size
+    if s.vllm_mode == "colocate" and s.gpus % tp:
+        # trl/generation/vllm_generation.py, colocate branch of _init_vllm
+        raise UsageError(f"tensor_parallel_size ({tp}) must divide world size ({s.gpus}) evenly.")
+    if s.vllm_mode != "none" and shape.heads % tp:
+        raise UsageError(
+            f"vLLM: total number of attention heads ({shape.heads}) must be divisible by tensor "
+            f"parallel size ({tp})"
+        )
+
+
+def _check_generation_batch(s: Settings) -> None:
+    """GRPOConfig/RLOOConfig.__post_init__ (TRL 1.16.0) at this world size."""
+    name = s.trainer.upper()
+    count = num_generations(s)
+    if count < 2:
+        raise UsageError(
+            f"{name} requires at least 2 generations per prompt to calculate the advantages. "
+            f"You provided {count}, which is less than the minimum required."
+        )
+    batch = generation_batch(s)
+    if batch % count:
+        raise UsageError(
+            f"generation_batch_size ({batch}) must be divisible by num_generations ({count}). "
+            f"({name}Config: per_device_train_batch_size x GPUs x steps_per_generation = "
+            f"{s.batch_size} x {s.gpus} x {steps_per_generation(s)})"
+        )
 
 
 # ----------------------------------------------------------------------------- strategies
 
 
 def estimate_strategy(shape: ModelShape, s: Settings, strategy: str) -> Estimate:
-    """Partition model states per ZeRO stage (ZeRO paper sec. 5.1-5.3); FSDP2 shards like ZeRO-3."""
+    """Partition model states per ZeRO stage (ZeRO paper sec. 5.1-5.3); FSDP2 shards like ZeRO-3.
+    Offload follows DeepSpeed's estimators: ZeRO-Offload keeps fp32 master, moments and
+    gradients on the CPU (16 B per trainable parameter), parameter offload adds the weights."""
+    s = deepspeed_view(s, strategy)
     n = s.gpus
     trainable = trainable_params(shape, s)
     weights = weight_bytes(shape, s)
     grads = trainable * DTYPE_BYTES[s.dtype]
     optim = trainable * optimizer_bytes_per_param(s)
     ref = shape.params * DTYPE_BYTES[s.dtype] if needs_reference_model(s) else 0.0
-    offload = strategy.endswith("_offload")
-    gather = 0.0
-    cpu = 0.0
-    if strategy in ("zero1",):
+    gather = cpu = 0.0
+    if strategy == "zero1":
         optim /= n
     elif strategy == "zero2":
         optim, grads = optim / n, grads / n
     elif strategy in ("zero3", "fsdp2"):
         weights, grads, optim, ref = weights / n, grads / n, optim / n, ref / n
-        gather = gather_block_bytes(shape, s)
-    elif offload:
+    elif strategy == "zero2_offload_opt":
+        cpu, grads, optim = trainable * CPU_ADAM_BYTES / n, 0.0, 0.0
+    elif strategy == "zero3_offload_opt":
+        cpu, grads, optim = trainable * CPU_ADAM_BYTES / n, 0.0, 0.0
+        weights, ref = weights / n, ref / n
+    elif strategy == "zero3_offload":
+        cpu = (trainable * CPU_ADAM_BYTES + weights + ref) / n
+        weights = grads = optim = ref = 0.0
+    elif strategy == "fsdp2_offload":
         cpu = (weights + grads + optim + ref) / n
         weights = grads = optim = ref = 0.0
+    if strategy in ("zero3", "fsdp2", "zero3_offload_opt") + PARAM_OFFLOAD:
         gather = gather_block_bytes(shape, s)
+    need = vllm_need(shape, s) if s.vllm_mode == "colocate" else None
     return Estimate(
         weights=weights,
         gradients=grads,
@@ -242,28 +482,39 @@ def estimate_strategy(shape: ModelShape, s: Settings, strategy: str) -> Estimate
         reference_model=ref,
         vllm=vllm_bytes(s),
         cpu_offload=cpu,
-        offload=offload,
+        offload=strategy in OFFLOADED,
+        vllm_fits=need is None or need.fits,
+        vllm_sleeps=need is not None and need.sleep_mode,
     )
+
+
+def card_gib(detected_gib: float) -> float:
+    """The size printed on a card, from the total the driver reports: a card keeps a little of
+    its memory (an H100 80GB reports 81,559 MiB = 79.65 GiB), so a total within 1 % below a
+    whole GiB is that whole GiB; anything else is taken as reported."""
+    whole = math.ceil(detected_gib)
+    return float(whole) if whole - detected_gib <= CARD_RESERVE * whole else detected_gib
 
 
 def usable_bytes(s: Settings) -> float:
     return s.gpu_memory_gb * GB * (1 - s.headroom)
 
 
-GPUS_PER_NODE = 8
+def host_bytes_per_node(estimate: Estimate, s: Settings) -> float:
+    """Host RAM a node needs for the offloaded states of its GPUs (up to 8)."""
+    return estimate.cpu_offload * min(s.gpus, GPUS_PER_NODE) * HOST_BUFFER_FACTOR
+
+
+def host_fits(estimate: Estimate, s: Settings) -> bool:
+    return s.cpu_memory_gb is None or host_bytes_per_node(estimate, s) <= s.cpu_memory_gb * GB
 
 
 def fits(estimate: Estimate, s: Settings) -> bool:
-    if estimate.offload and not cpu_fits(estimate, s):
-        return False
-    return estimate.total <= usable_bytes(s)
+    return estimate.vllm_fits and host_fits(estimate, s) and estimate.total <= usable_bytes(s)
 
 
-def cpu_fits(estimate: Estimate, s: Settings) -> bool:
-    """Offloaded states of the GPUs of one node (up to 8) must fit the node's CPU RAM, if given."""
-    if s.cpu_memory_gb is None:
-        return True
-    return estimate.cpu_offload * min(s.gpus, GPUS_PER_NODE) <= s.cpu_memory_gb * GB
+def fits_with_margin(estimate: Estimate, s: Settings) -> bool:
+    return fits(estimate, s) and estimate.total <= (1 - MARGIN) * usable_bytes(s)
 
 
 def estimate_all(shape: ModelShape, s: Settings) -> dict:
@@ -272,12 +523,11 @@ def estimate_all(shape: ModelShape, s: Settings) -> dict:
 
 # ----------------------------------------------------------------------------- recommendation
 
-SHARDED = ("zero1", "zero2", "zero3", "fsdp2")
-OFFLOADED = ("zero3_offload", "fsdp2_offload")
-
 
 def _memory_variants(s: Settings) -> list:
-    """(settings, changes) from as-given to checkpointing on to halved micro-batches down to 1."""
+    """(settings, changes) from as-given to checkpointing on to halved micro-batches down to 1,
+    each keeping the effective batch by raising gradient_accumulation_steps (which TRL's
+    steps_per_generation follows unless set, so the generation batch stays the same too)."""
     variants = [(s, [])]
     base_changes = []
     if not s.gradient_checkpointing:
@@ -288,11 +538,16 @@ def _memory_variants(s: Settings) -> list:
     while batch > 1:
         batch = max(1, batch // 2)
         factor = s.batch_size // batch
+        varied = replace(
+            s, batch_size=batch, gradient_accumulation_steps=s.gradient_accumulation_steps * factor
+        )
+        if s.trainer in ONLINE_TRAINERS and generation_batch(varied) % num_generations(varied):
+            continue  # TRL would refuse it (steps_per_generation set by hand)
         change = (
             f"per_device_train_batch_size={batch} (multiply gradient_accumulation_steps by "
             f"{factor} to keep the effective batch)"
         )
-        variants.append((replace(s, batch_size=batch), base_changes + [change]))
+        variants.append((varied, base_changes + [change]))
     return variants
 
 
@@ -311,72 +566,300 @@ def _tuning_variants(s: Settings) -> list:
     return variants
 
 
-def candidate_plans(s: Settings) -> list:
-    """Plans in the skill's order, least invasive first: as given, then checkpointing / smaller
-    micro-batch, then sharding the given tuning over the GPUs, then LoRA, then QLoRA (each on DDP
-    before sharding), and CPU offload last."""
-    sharded = SHARDED if s.gpus > 1 else ()
+def _optimizer_variants(s: Settings) -> list:
+    """As given, then 8-bit AdamW moments (the cheapest rung: same method, 6 bytes less per
+    trainable parameter with fp32 master weights)."""
+    variants = [(s, [])]
+    if s.optimizer in ("adamw", "paged_adamw"):
+        eight_bit = "paged_adamw_8bit" if s.optimizer == "paged_adamw" else "adamw_8bit"
+        change = (
+            f'optim="{eight_bit}" (8-bit AdamW moments, needs bitsandbytes; paged_adamw_8bit '
+            "also lets them spill to CPU RAM under pressure)"
+        )
+        variants.append((replace(s, optimizer=eight_bit), [change]))
+    return variants
+
+
+def _tensor_parallel_sizes(shape: ModelShape, s: Settings) -> list:
+    """Tensor-parallel sizes vLLM accepts here: dividing the attention heads and, in colocate
+    mode, the world size (TRL's check), within one node."""
+    limit = min(s.gpus, GPUS_PER_NODE) if s.vllm_mode == "colocate" else GPUS_PER_NODE
+    return [
+        t
+        for t in range(1, limit + 1)
+        if shape.heads % t == 0 and (s.vllm_mode != "colocate" or s.gpus % t == 0)
+    ]
+
+
+def _utilization_for(shape: ModelShape, s: Settings) -> float:
+    """The utilization to try besides the given one. Colocate: the smallest, in steps of 0.05,
+    whose share holds what vLLM needs (the rest goes to training). Server: the GPUs are vLLM's
+    own, so keep the given value within the usable memory (at most 1 - headroom), raised only
+    as far as vLLM needs."""
+    need = vllm_need(shape, s).needed / (s.gpu_memory_gb * GB)
+    smallest = round(math.ceil(need / UTILIZATION_STEP - 1e-9) * UTILIZATION_STEP, 2)
+    if s.vllm_mode == "server":
+        return max(smallest, min(vllm_utilization(s), round(1 - s.headroom, 2)))
+    return smallest
+
+
+def _vllm_variants(shape: ModelShape, s: Settings) -> list:
+    """(settings, changes) whose vLLM part fits, least invasive first: as given; a
+    vllm_max_model_length of --seq-len; the utilization vLLM needs when it is lower; a larger
+    tensor-parallel size; a higher utilization (the training share is re-checked by the plan);
+    sleep mode; then, for colocate, server mode on GPUs taken from training."""
+    if s.vllm_mode == "none":
+        return [(s, [])]
+    given_u = vllm_utilization(s)
+    ranked = []
+    for max_len in _max_len_options(shape, s):
+        for tp in [t for t in _tensor_parallel_sizes(shape, s) if t >= s.vllm_tensor_parallel_size]:
+            for sleep in _sleep_options(s):
+                base = replace(
+                    s,
+                    vllm_max_model_length=max_len,
+                    vllm_tensor_parallel_size=tp,
+                    vllm_enable_sleep_mode=sleep,
+                    vllm_gpu_memory_utilization=given_u,
+                )
+                for u in dict.fromkeys((given_u, _utilization_for(shape, base))):
+                    varied = replace(base, vllm_gpu_memory_utilization=u)
+                    if not vllm_need(shape, varied).fits:
+                        continue
+                    rank = (
+                        sleep != s.vllm_enable_sleep_mode,
+                        u > given_u,
+                        tp,
+                        max_len != s.vllm_max_model_length,
+                        u != given_u,
+                    )
+                    ranked.append((rank, varied, _vllm_changes(shape, s, varied)))
+    ranked.sort(key=lambda item: item[0])
+    variants = [(varied, changes) for _, varied, changes in ranked]
+    if s.vllm_mode == "colocate":
+        variants += _server_variants(shape, s)
+    return variants
+
+
+def _max_len_options(shape: ModelShape, s: Settings) -> list:
+    options = [s.vllm_max_model_length]
+    if vllm_max_model_len(shape, s) > s.seq_len:
+        options.append(s.seq_len)
+    return options
+
+
+def _sleep_options(s: Settings) -> list:
+    if s.vllm_mode == "colocate" and not s.vllm_enable_sleep_mode:
+        return [False, True]
+    return [s.vllm_enable_sleep_mode]
+
+
+def _server_variants(shape: ModelShape, s: Settings) -> list:
+    """Colocate -> server: `trl vllm-serve` on k GPUs of the node, training on the others."""
+    variants = []
+    for k in _tensor_parallel_sizes(shape, replace(s, vllm_mode="server")):
+        if k >= s.gpus:
+            break
+        for max_len in _max_len_options(shape, s):
+            served = replace(
+                s,
+                vllm_mode="server",
+                gpus=s.gpus - k,
+                vllm_tensor_parallel_size=k,
+                vllm_data_parallel_size=1,
+                vllm_gpu_memory_utilization=VLLM_DEFAULT_UTILIZATION["server"],
+                vllm_enable_sleep_mode=False,
+                vllm_max_model_length=max_len,
+            )
+            if generation_batch(served) % num_generations(served):
+                continue
+            if vllm_need(shape, served).fits:
+                flags = f"--tensor_parallel_size {k}" + (
+                    f" --max_model_len {max_len}" if max_len != s.vllm_max_model_length else ""
+                )
+                change = (
+                    f'vllm_mode="server": `trl vllm-serve --model <model> {flags}` on {k} GPU(s) '
+                    f"of their own (CUDA_VISIBLE_DEVICES), training on the other {s.gpus - k} "
+                    f"(--num_processes {s.gpus - k})"
+                )
+                variants.append((served, [change]))
+                break
+    return variants
+
+
+def _vllm_changes(shape: ModelShape, given: Settings, varied: Settings) -> list:
+    server = varied.vllm_mode == "server"
+    changes = []
+    if varied.vllm_max_model_length != given.vllm_max_model_length:
+        default = vllm_max_model_len(shape, given)
+        name = "trl vllm-serve --max_model_len " if server else "vllm_max_model_length="
+        changes.append(
+            f"{name}{varied.vllm_max_model_length} (vLLM otherwise sizes its KV cache for "
+            f"{default:,} tokens, the config's max_position_embeddings)"
+        )
+    if varied.vllm_tensor_parallel_size != given.vllm_tensor_parallel_size:
+        tp = varied.vllm_tensor_parallel_size
+        changes.append(
+            f"trl vllm-serve --tensor_parallel_size {tp} (the server then uses {tp} GPUs)"
+            if server
+            else f"vllm_tensor_parallel_size={tp} (divides the {given.gpus} processes)"
+        )
+    if varied.vllm_enable_sleep_mode != given.vllm_enable_sleep_mode:
+        changes.append(
+            "vllm_enable_sleep_mode=True (vLLM releases its weights and KV cache while the "
+            "model trains and reloads them for each generation)"
+        )
+    u = vllm_utilization(varied)
+    if u != vllm_utilization(given):
+        need = _gb(vllm_need(shape, varied).needed)
+        name = (
+            "trl vllm-serve --gpu_memory_utilization " if server else "vllm_gpu_memory_utilization="
+        )
+        changes.append(f"{name}{u:g} (vLLM needs {need} GB per GPU)")
+    return changes
+
+
+def candidate_plans(shape: ModelShape, s: Settings) -> list:
+    """Plans in the skill's order, least invasive first. For the given tuning, then LoRA, then
+    QLoRA: the optimizer as given, then 8-bit; within that the vLLM settings as given, then
+    changed (see _vllm_variants); each on DDP before sharding, with checkpointing / smaller
+    micro-batches. Then the offload ladder per tuning: optimizer offload (ZeRO-Offload) before
+    parameter offload."""
+    tunings = _tuning_variants(s)
     plans = []
-    for tuned, tuning_changes in _tuning_variants(s):
-        for strategies in (("ddp",), sharded):
-            for varied, memory_changes in _memory_variants(tuned):
-                for strategy in strategies:
-                    plans.append((strategy, varied, tuning_changes + memory_changes))
-    for tuned, tuning_changes in _tuning_variants(s):
-        for varied, memory_changes in _memory_variants(tuned):
-            for strategy in OFFLOADED:
-                plans.append((strategy, varied, tuning_changes + memory_changes))
+    for tuned, tuning_changes in tunings:
+        for optimized, optimizer_changes in _optimizer_variants(tuned):
+            for served, vllm_changes in _vllm_variants(shape, optimized):
+                sharded = SHARDED if served.gpus > 1 else ()
+                changes = tuning_changes + optimizer_changes + vllm_changes
+                plans += _plans(served, (("ddp",), sharded), changes)
+    for tuned, tuning_changes in tunings:
+        for served, vllm_changes in _vllm_variants(shape, tuned):
+            plans += _plans(
+                served, (OPTIMIZER_OFFLOAD, PARAM_OFFLOAD), tuning_changes + vllm_changes
+            )
+    return plans
+
+
+def _plans(s: Settings, groups: tuple, changes: list) -> list:
+    plans = []
+    for strategies in groups:
+        for varied, memory_changes in _memory_variants(s):
+            plans += [(strategy, varied, changes + memory_changes) for strategy in strategies]
     return plans
 
 
 def recommend(shape: ModelShape, s: Settings) -> dict:
-    best = None
-    for strategy, varied, changes in candidate_plans(s):
+    """The first plan in candidate_plans' order that fits with the margin (MARGIN); failing
+    that, the first that fits at all, marked tight; failing that, why nothing fits."""
+    check_settings(shape, s)
+    tight = None
+    closest = None
+    for strategy, varied, changes in candidate_plans(shape, s):
         estimate = estimate_strategy(shape, varied, strategy)
+        if fits_with_margin(estimate, varied):
+            return _fit(strategy, estimate, varied, changes, skipped=tight)
         if fits(estimate, varied):
-            return {
-                "strategy": strategy,
-                "changes": changes,
-                "reason": _fit_reason(strategy, estimate, varied, changes),
-                "fits": True,
-                "total_gb": _gb(estimate.total),
-            }
-        if best is None or estimate.total < best[1].total:
-            best = (strategy, estimate, changes)
-    strategy, estimate, changes = best
+            tight = tight or (strategy, estimate, varied, changes)
+        elif closest is None or estimate.total < closest[1].total:
+            closest = (strategy, estimate, varied, changes)
+    if tight:
+        return _fit(*tight, tight=True)
+    return _no_fit(shape, s, closest)
+
+
+def _fit(strategy, estimate, s, changes, skipped=None, tight=False) -> dict:
+    return {
+        "strategy": strategy,
+        "changes": changes,
+        "reason": _fit_reason(strategy, estimate, s, changes, skipped, tight),
+        "fits": True,
+        "tight": tight,
+        "total_gb": _gb(estimate.total),
+    }
+
+
+def _no_fit(shape: ModelShape, s: Settings, closest) -> dict:
+    if closest is None:  # no vLLM setting can hold the model
+        reason, changes, total = _vllm_no_fit_reason(shape, s), [], None
+    else:
+        strategy, estimate, varied, changes = closest
+        reason, total = _no_fit_reason(strategy, estimate, varied, changes), _gb(estimate.total)
     return {
         "strategy": None,
         "changes": changes,
-        "reason": _no_fit_reason(strategy, estimate, s, changes),
+        "reason": reason,
         "fits": False,
-        "total_gb": _gb(estimate.total),
+        "tight": False,
+        "total_gb": total,
     }
+
+
+def _vllm_no_fit_reason(shape: ModelShape, s: Settings) -> str:
+    best = min(
+        (
+            vllm_need(shape, replace(s, vllm_tensor_parallel_size=tp, vllm_max_model_length=n))
+            for tp in _tensor_parallel_sizes(shape, s)
+            for n in _max_len_options(shape, s)
+        ),
+        key=lambda need: need.needed,
+    )
+    return (
+        f"nothing fits: vLLM cannot hold the model on these GPUs; at best (tensor parallel size "
+        f"{best.tensor_parallel_size}, max_model_len {best.max_model_len:,}) it needs "
+        f"{_gb(best.needed)} GB per GPU ({_gb(best.weights)} GB weights + {_gb(best.kv_cache)} GB "
+        f"KV cache + {_gb(best.runtime)} GB runtime), more than the {_gb(usable_bytes(s))} GB "
+        f"usable; {_vllm_way_out(s)}"
+    )
+
+
+def _vllm_way_out(s: Settings) -> str:
+    if s.vllm_mode == "server":
+        return "give the server GPUs with more memory (or a larger --tensor_parallel_size)"
+    if s.gpus == 1:
+        return "run vLLM in server mode on a GPU of its own, or generate without vLLM"
+    return "run vLLM in server mode on GPUs with more memory, or generate without vLLM"
 
 
 def _no_fit_reason(strategy: str, estimate: Estimate, s: Settings, changes: list) -> str:
     plan = f"{strategy}, {'; '.join(changes) or 'as given'}"
     if estimate.total <= usable_bytes(s):
-        node = estimate.cpu_offload * min(s.gpus, GPUS_PER_NODE)
         return (
             f"nothing fits: the smallest plan ({plan}) needs {_gb(estimate.total)} GB per GPU but "
-            f"offloads {_gb(node)} GB to the CPU RAM of a node, more than --cpu-memory-gb "
-            f"{s.cpu_memory_gb:g}; add CPU RAM or GPUs (sharding divides model states by the GPU "
-            "count)"
+            f"{_gb(host_bytes_per_node(estimate, s))} GB of host RAM per node for its offloaded "
+            f"states, more than the {s.cpu_memory_gb:g} GB {_host_source(s)}; add host RAM or GPUs "
+            "(sharding divides model states by the GPU count)"
         )
     missing = estimate.total - usable_bytes(s)
-    return (
+    text = (
         f"nothing fits: the smallest plan ({plan}) needs {_gb(estimate.total)} GB per GPU, "
         f"{_gb(missing)} GB more than the {_gb(usable_bytes(s))} GB usable; add GPUs (sharding "
         "divides model states by the GPU count), use GPUs with more memory, or shorten --seq-len"
     )
+    if estimate.vllm and not estimate.vllm_sleeps:
+        text += f" (vLLM's colocated share, {_gb(estimate.vllm)} GB, is part of it)"
+    return text
 
 
-def _fit_reason(strategy: str, estimate: Estimate, s: Settings, changes: list) -> str:
+def _fit_reason(strategy, estimate, s, changes, skipped, tight) -> str:
     what = "as given" if not changes else "after " + "; ".join(changes)
     text = (
         f"{strategy} fits {what}: {_gb(estimate.total)} GB of {_gb(usable_bytes(s))} GB usable "
         f"per GPU (headroom {s.headroom:.0%})"
     )
+    if tight:
+        text += (
+            f"; tight: within the last {MARGIN:.0%} of usable memory and no plan fits with more "
+            "margin, so an activation estimate a few percent low runs out of memory"
+        )
+    elif skipped:
+        name, other, other_s, other_changes = skipped
+        how = f"after {len(other_changes)} change(s)" if other_changes else "as given"
+        share = other.total / usable_bytes(other_s)
+        text += (
+            f"; an earlier plan, {name} {how}, is tight at {share:.0%} of usable memory (the "
+            f"margin rule keeps {MARGIN:.0%} of it free)"
+        )
     if strategy == "zero3":
         text += "; fsdp2 is estimated the same"
     if strategy == "zero1":
@@ -385,9 +868,25 @@ def _fit_reason(strategy: str, estimate: Estimate, s: Settings, changes: list) -
             "; TRL's shipped zero1 config pins gradient_accumulation_steps: 1, so copy it and "
             "delete that line (or use zero2) if you accumulate"
         )
-    if strategy.endswith("_offload"):
-        text += f"; needs about {_gb(estimate.cpu_offload)} GB of CPU RAM per GPU and runs slower"
+    if strategy in OPTIMIZER_OFFLOAD:
+        text += f"; DeepSpeed offload_optimizer_device: cpu (ZeRO-Offload){_host_text(estimate, s)}"
+    if strategy in PARAM_OFFLOAD:
+        text += f"; parameters and optimizer states on the CPU{_host_text(estimate, s)}"
     return text
+
+
+def _host_text(estimate: Estimate, s: Settings) -> str:
+    need = _gb(host_bytes_per_node(estimate, s))
+    checked = (
+        f"within the {s.cpu_memory_gb:g} GB {_host_source(s)}"
+        if s.cpu_memory_gb is not None
+        else "not checked: host RAM unknown"
+    )
+    return f", about {need} GB of host RAM per node ({checked}), and steps run slower"
+
+
+def _host_source(s: Settings) -> str:
+    return f"of host RAM ({s.cpu_memory_source})" if s.cpu_memory_source else "of host RAM"
 
 
 def _gb(value: float) -> float:
@@ -403,16 +902,24 @@ def assumptions(shape: ModelShape, s: Settings) -> list:
     out = [
         f"parameters: {shape.params:,} ({shape.source}); "
         + ("counted exactly" if shape.exact else "hidden/layers/vocab inferred, approximate"),
+        _units_assumption(s),
         f"model states per trainable parameter: {d} B weights ({s.dtype}) + {d} B gradients + "
         f"K={k:g} B optimizer ({master_bytes(s)} B fp32 master + {optimizer_state_bytes(s):g} B "
         f"{s.optimizer} states), as in the ZeRO paper's 2+2+K accounting",
         "sharding (ZeRO paper sec. 5): ddp replicates everything; zero1 shards optimizer states; "
-        "zero2 also gradients; zero3 and fsdp2 also weights (fsdp2 is estimated like zero3); "
-        "*_offload keep weights, gradients and optimizer states on the CPU (cpu_offload_gb per GPU)",
+        "zero2 also gradients; zero3 and fsdp2 also weights (fsdp2 is estimated like zero3)",
+        "offload (DeepSpeed's estimators): zero2_offload_opt/zero3_offload_opt move fp32 master, "
+        f"Adam moments and fp32 gradients to the CPU ({CPU_ADAM_BYTES} B per trainable parameter, "
+        "DeepSpeed's CPU Adam whatever the optimizer); zero3_offload adds the weights; "
+        "fsdp2_offload keeps weights, gradients and optimizer states on the CPU; host RAM per "
+        f"node = offloaded bytes per GPU x GPUs per node (up to {GPUS_PER_NODE}) x "
+        f"{HOST_BUFFER_FACTOR} (DeepSpeed's additional_buffer_factor)",
+        _host_assumption(s),
         "zero3/fsdp2 add a gather buffer: two unsharded decoder layers or the whole lm_head "
         "(the fused LM head gathers it), whichever is larger",
         f"activations (Korthikanti et al. 2022): s*b*h*{'(34 + 5*a*s/h)' if s.attention == 'eager' else '34'} "
-        "bytes per layer with 16-bit activations, twice that with fp32 compute"
+        f"bytes per layer with 16-bit activations, twice that with fp32 compute (compute dtype "
+        f"{compute_dtype(s)})"
         + (
             "; the 5*a*s/h attention-score term is dropped (SDPA/FlashAttention keep no score matrix)"
             if s.attention != "eager"
@@ -421,35 +928,56 @@ def assumptions(shape: ModelShape, s: Settings) -> list:
         "gradient checkpointing (TRL 1.16.0 default True) keeps 2*s*b*h bytes per layer plus one "
         "layer's full working set during recomputation; activations are not sharded by ZeRO/FSDP",
         f"headroom: {s.headroom:.0%} of each GPU's memory kept free for the CUDA context, NCCL "
-        "buffers and fragmentation; GB means 1e9 bytes",
-        "offload plans need CPU RAM: cpu_offload_gb per GPU; "
-        + (
-            f"checked against --cpu-memory-gb {s.cpu_memory_gb:g} per node of up to "
-            f"{GPUS_PER_NODE} GPUs"
-            if s.cpu_memory_gb is not None
-            else "not checked (pass --cpu-memory-gb)"
-        ),
+        f"buffers and fragmentation; margin: a plan above {1 - MARGIN:.0%} of the usable memory "
+        "is tight and is recommended only when no plan in the order fits below it",
         "not modelled: DDP gradient buckets, temporary fp32 gradient copies, communication buckets, "
-        "MoE routing imbalance (activations use the dense formula), the CUDA context itself",
+        "MoE routing imbalance (activations use the dense formula), the CUDA context itself, host "
+        "RAM of plans without offload (each process loads the checkpoint on the CPU first)",
     ]
+    if s.dtype != compute_dtype(s):
+        out.append(
+            f"weights loaded in {s.dtype}, computed in {compute_dtype(s)} (autocast); DeepSpeed "
+            f"(zero* rows) casts the module to {compute_dtype(s)} and keeps an fp32 master copy in "
+            "its optimizer, DDP and FSDP2 keep the weights as loaded"
+        )
     if s.trainer in PAIRED_TRAINERS:
         out.append(
             f"{s.trainer}: chosen and rejected sequences share one forward, so a micro-batch is "
             f"2 x {s.batch_size} sequences of --seq-len tokens"
         )
-    if s.trainer in ("grpo", "rloo"):
+    if s.trainer in ONLINE_TRAINERS:
         out.append(
             f"{s.trainer}: per_device_train_batch_size counts completions (prompt+completion "
-            "= --seq-len tokens); num_generations groups completions across the generation batch "
-            "(per_device_train_batch_size x processes x steps_per_generation) and does not add "
-            "per-device memory beyond the micro-batch; generation KV cache without vLLM is not modelled"
+            f"= --seq-len tokens); num_generations={num_generations(s)} must divide the "
+            f"generation batch (per_device_train_batch_size x GPUs x steps_per_generation = "
+            f"{generation_batch(s)}) and adds no per-device memory beyond the micro-batch; "
+            "generation KV cache without vLLM is not modelled"
         )
     out.append(_loss_assumption(s))
     out.append(_reference_assumption(s))
     out.extend(_tuning_assumptions(shape, s))
     out.extend(_optimizer_assumptions(s))
-    out.extend(_vllm_assumptions(s))
+    out.extend(_vllm_assumptions(shape, s))
     return out
+
+
+def _units_assumption(s: Settings) -> str:
+    gib = s.gpu_memory_gb * GB / GIB
+    return (
+        f"units: GB = 1e9 bytes everywhere in this report; each GPU has {gib:.2f} GiB = "
+        f"{s.gpu_memory_gb:.2f} GB ({s.gpu_memory_source or 'given'}); --gpu-memory-gb takes the "
+        "size printed on the card (24, 48, 80), which counts GiB, and a detected size within 1% "
+        "below a whole GiB is read as that size, so a typed and a detected card give one answer"
+    )
+
+
+def _host_assumption(s: Settings) -> str:
+    if s.cpu_memory_gb is None:
+        return "host RAM unknown: offload plans are not checked against it (pass --cpu-memory-gb)"
+    return (
+        f"host RAM {s.cpu_memory_gb:g} GB per node ({s.cpu_memory_source or '--cpu-memory-gb'}); "
+        "offload plans that need more are refused"
+    )
 
 
 def _loss_assumption(s: Settings) -> str:
@@ -471,9 +999,9 @@ def _reference_assumption(s: Settings) -> str:
     if needs_reference_model(s):
         return (
             f"{s.trainer}: a frozen reference model in {s.dtype} is loaded (replicated under "
-            "ddp/zero1/zero2, sharded under zero3/fsdp2, offloaded with the *_offload variants)"
+            "ddp/zero1/zero2, sharded under zero3/fsdp2, offloaded with parameter offload)"
         )
-    if s.trainer in ("grpo", "rloo") and s.tuning == "full":
+    if s.trainer in ONLINE_TRAINERS and s.tuning == "full":
         return (
             f"{s.trainer}: beta = 0.0 so no reference model is loaded (GRPOConfig default in "
             "TRL 1.16.0; RLOOConfig defaults to beta=0.05)"
@@ -503,13 +1031,13 @@ def _tuning_assumptions(shape: ModelShape, s: Settings) -> list:
         "default (q_proj,v_proj for Llama/Mistral/Qwen2/Qwen3/Gemma); pass --lora-targets to match",
     ]
     if s.tuning == "qlora":
-        bits = 8 * (NF4_DQ_BYTES if s.double_quant else NF4_BYTES)
         out.append(
-            f"qlora: decoder-layer projections stored as NF4 at {bits:.3f} bits/param "
+            f"qlora: decoder-layer projections stored as NF4 at {8 * nf4_bytes(s):.3f} bits/param "
             + (
-                "(double quantization: 8-bit absmax per 64 weights, fp32 constant per 256 blocks)"
+                "(double quantization, --double-quant: 8-bit absmax per 64 weights, fp32 constant "
+                "per 256 blocks)"
                 if s.double_quant
-                else "(fp32 absmax per 64 weights; TRL's use_bnb_nested_quant default is False)"
+                else "(fp32 absmax per 64 weights: TRL's use_bnb_nested_quant default is False)"
             )
             + f"; embeddings, lm_head, norms, biases stay in {s.dtype}, and so do MoE routed "
             "experts and routers (transformers 5.24's bitsandbytes integration replaces nn.Linear "
@@ -534,15 +1062,49 @@ def _optimizer_assumptions(s: Settings) -> list:
     return out
 
 
-def _vllm_assumptions(s: Settings) -> list:
+def _vllm_assumptions(shape: ModelShape, s: Settings) -> list:
+    need = vllm_need(shape, s)
+    if need is None:
+        return []
+    where = (
+        "on every training GPU, next to training"
+        if s.vllm_mode == "colocate"
+        else f"on {need.tensor_parallel_size * need.data_parallel_size} server GPU(s) of the "
+        "same size as the training GPUs, none on the trainer's"
+    )
+    out = [
+        f"vLLM {s.vllm_mode}: runs {where}, within gpu_memory_utilization={need.utilization:g} "
+        f"of each GPU ({_gb(need.share)} GB); it must hold its weights per tensor-parallel rank "
+        f"(16-bit{', bitsandbytes NF4 Linear weights for a QLoRA policy' if s.tuning == 'qlora' else ''}"
+        "; LoRA adapters are merged into them), a KV cache for at least one generation batch and "
+        f"one max_model_len sequence ({need.sequences} sequences x {s.seq_len} tokens vs "
+        f"max_model_len {need.max_model_len:,}), and {_gb(VLLM_RUNTIME_BYTES)} GB of runtime "
+        "(profiling activations, sampler, CUDA graphs; a flat allowance)",
+        f"KV cache: {_kv_formula(shape)} bytes per token on each rank (kv_cache_dtype auto, "
+        "16-bit; sliding windows and prefix sharing between the num_generations completions of a "
+        "prompt are not counted)",
+    ]
     if s.vllm_mode == "colocate":
-        return [
-            f"vLLM colocate: vllm_gpu_memory_utilization={s.vllm_gpu_memory_utilization} of each "
-            "GPU's memory is reserved for weights and KV cache"
-        ]
-    if s.vllm_mode == "server":
-        return ["vLLM server: 0 on trainer GPUs; the server needs its own GPUs"]
-    return []
+        out.append(
+            "colocate: TRL starts one engine per tensor-parallel group (max_num_seqs = "
+            "per_device_train_batch_size x vllm_tensor_parallel_size x steps_per_generation); "
+            + (
+                "sleep mode releases vLLM's share while the model trains: the peak is the larger "
+                "of training alone and model states plus vLLM's share"
+                if s.vllm_enable_sleep_mode
+                else "its share is held all the time, so it adds to every training row"
+            )
+        )
+    return out
+
+
+def _kv_formula(shape: ModelShape) -> str:
+    if shape.kv_latent:
+        return f"layers x (kv_lora_rank + qk_rope_head_dim) x 2 = {shape.layers} x {shape.kv_latent} x 2"
+    return (
+        f"layers x 2 x KV heads per rank x head_dim x 2 = {shape.layers} x 2 x "
+        f"{shape.kv_heads}/TP x {shape.head_dim} x 2"
+    )
 
 
 # ----------------------------------------------------------------------------- report
@@ -560,12 +1122,37 @@ def strategy_row(estimate: Estimate, s: Settings) -> dict:
         "vllm_gb": _gb(estimate.vllm),
         "total_gb": _gb(estimate.total),
         "cpu_offload_gb": _gb(estimate.cpu_offload),
+        "host_ram_gb": _gb(host_bytes_per_node(estimate, s)),
         "fits": fits(estimate, s),
+        "fits_with_margin": fits_with_margin(estimate, s),
         "offload": estimate.offload,
     }
 
 
+def vllm_part(shape: ModelShape, s: Settings) -> dict | None:
+    need = vllm_need(shape, s)
+    if need is None:
+        return None
+    return {
+        "mode": need.mode,
+        "tensor_parallel_size": need.tensor_parallel_size,
+        "data_parallel_size": need.data_parallel_size,
+        "gpu_memory_utilization": need.utilization,
+        "max_model_len": need.max_model_len,
+        "sequences": need.sequences,
+        "kv_tokens": need.kv_tokens,
+        "weights_gb": _gb(need.weights),
+        "kv_cache_gb": _gb(need.kv_cache),
+        "runtime_gb": _gb(need.runtime),
+        "needed_gb": _gb(need.needed),
+        "share_gb": _gb(need.share),
+        "sleep_mode": need.sleep_mode,
+        "fits": need.fits,
+    }
+
+
 def build_report(shape: ModelShape, s: Settings) -> dict:
+    check_settings(shape, s)
     return {
         "schema_version": 1,
         "inputs": asdict(s),
@@ -579,7 +1166,15 @@ def build_report(shape: ModelShape, s: Settings) -> dict:
             "exact": shape.exact,
             "source": shape.source,
         },
+        "gpu": {
+            "memory_gb": round(s.gpu_memory_gb, 2),
+            "memory_gib": round(s.gpu_memory_gb * GB / GIB, 2),
+            "source": s.gpu_memory_source,
+        },
+        "host": {"ram_gb": s.cpu_memory_gb, "source": s.cpu_memory_source},
         "usable_gb_per_gpu": _gb(usable_bytes(s)),
+        "margin_gb_per_gpu": _gb(MARGIN * usable_bytes(s)),
+        "vllm": vllm_part(shape, s),
         "strategies": {name: strategy_row(e, s) for name, e in estimate_all(shape, s).items()},
         "recommendation": recommend(shape, s),
         "assumptions": assumptions(shape, s),

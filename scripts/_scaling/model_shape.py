@@ -46,6 +46,12 @@ class ModelShape:
     quantizable_params: int = 0  # nn.Linear weights of the decoder layers (4-bit under QLoRA)
     exact: bool = True
     source: str = ""
+    # What an inference engine caches per token and layer: kv_heads x head_dim for keys and for
+    # values, or, with multi-head latent attention, one latent of kv_latent values.
+    kv_heads: int = 0
+    head_dim: int = 0
+    kv_latent: int = 0
+    max_positions: int | None = None  # max_position_embeddings: vLLM's default max_model_len
 
 
 # ----------------------------------------------------------------------------- parameter counting
@@ -60,6 +66,8 @@ def _get(config: dict, *names, default=None):
 
 def _text_config(config: dict) -> dict:
     if "text_config" in config and "hidden_size" not in config:
+        if not isinstance(config["text_config"], dict):
+            raise UsageError("config.json field 'text_config' is not an object")
         return config["text_config"]
     return config
 
@@ -79,6 +87,40 @@ SUPPORTED_MODEL_TYPES = (
 )
 
 
+# Largest parameter count the estimate accepts: far above any published model (about 2e12), low
+# enough that a typo such as 1e300 is caught instead of printed as a 300-digit count.
+MAX_PARAMS = 10**14
+REQUIRED_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+# Whole-number config.json fields the count reads: (smallest, largest) accepted when present. The
+# upper bounds sit far above published models (DeepSeek-V3: 61 layers, 256 experts) and keep the
+# per-layer count fast; a config with 1e8 layers is a typo, not a model.
+FIELD_BOUNDS = {
+    "hidden_size": (1, 1_000_000),
+    "num_hidden_layers": (1, 10_000),
+    "num_attention_heads": (1, 100_000),
+    "vocab_size": (1, 100_000_000),
+    "num_key_value_heads": (1, 100_000),
+    "head_dim": (1, 100_000),
+    "intermediate_size": (1, 10_000_000),
+    "moe_intermediate_size": (1, 10_000_000),
+    "shared_expert_intermediate_size": (0, 10_000_000),
+    "num_local_experts": (0, 100_000),
+    "num_experts": (0, 100_000),
+    "n_routed_experts": (0, 100_000),
+    "n_shared_experts": (0, 100_000),
+    "num_experts_per_tok": (1, 100_000),
+    "decoder_sparse_step": (0, 10_000),
+    "first_k_dense_replace": (0, 10_000),
+    "moe_layer_freq": (0, 10_000),
+    "q_lora_rank": (1, 1_000_000),
+    "kv_lora_rank": (1, 1_000_000),
+    "qk_nope_head_dim": (0, 100_000),
+    "qk_rope_head_dim": (1, 100_000),
+    "v_head_dim": (1, 100_000),
+    "max_position_embeddings": (1, 1_000_000_000),
+}
+
+
 def _check_decoder_config(config: dict) -> None:
     model_type = config.get("model_type")
     archs = config.get("architectures") or []
@@ -89,10 +131,36 @@ def _check_decoder_config(config: dict) -> None:
         )
     if archs and not any(a.endswith("ForCausalLM") for a in archs):
         raise UsageError(f"architectures {archs} contain no *ForCausalLM class")
-    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
-        value = config.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise UsageError(f"config.json field {key!r} must be a positive integer, got {value!r}")
+    for key in REQUIRED_FIELDS:
+        if config.get(key) is None:
+            raise UsageError(f"config.json has no {key!r} field")
+    for key, (low, high) in FIELD_BOUNDS.items():
+        _check_whole(config, key, low, high)
+    _check_heads(config)
+
+
+def _check_whole(config: dict, key: str, low: int, high: int) -> None:
+    value = config.get(key)
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        kind = "a positive integer" if low == 1 else "a non-negative integer"
+        raise UsageError(f"config.json field {key!r} must be {kind} up to {high:,}, got {value!r}")
+
+
+def _check_heads(config: dict) -> None:
+    heads = config["num_attention_heads"]
+    kv_heads = _get(config, "num_key_value_heads", default=heads)
+    if heads % kv_heads:
+        raise UsageError(
+            f"config.json: num_attention_heads ({heads}) is not a multiple of "
+            f"num_key_value_heads ({kv_heads})"
+        )
+    if config.get("head_dim") is None and config["hidden_size"] < heads:
+        raise UsageError(
+            f"config.json: hidden_size ({config['hidden_size']}) is smaller than "
+            f"num_attention_heads ({heads}) and no head_dim is given"
+        )
 
 
 def _attention_linears(c: dict) -> dict:
@@ -246,6 +314,10 @@ def count_params(config: dict) -> ModelShape:
             ):
                 continue
             lora_dims[name] = lora_dims.get(name, 0) + i + o
+    if total > MAX_PARAMS:
+        raise UsageError(
+            f"config.json describes {total:.3g} parameters, more than {MAX_PARAMS:.0e}"
+        )
     return ModelShape(
         params=total,
         hidden=h,
@@ -257,11 +329,34 @@ def count_params(config: dict) -> ModelShape:
         quantizable_params=quantizable,
         exact=True,
         source=f"config.json ({c['model_type']})",
+        **_kv_cache_fields(c),
     )
 
 
+def _kv_cache_fields(c: dict) -> dict:
+    """What vLLM caches per token and layer: keys and values of each KV head, or for DeepSeek's
+    multi-head latent attention the compressed latent plus the shared rope key."""
+    if c["model_type"] == "deepseek_v3":
+        latent = c["kv_lora_rank"] + c["qk_rope_head_dim"]
+        return {"kv_heads": 0, "head_dim": 0, "kv_latent": latent, "max_positions": _max_pos(c)}
+    heads = c["num_attention_heads"]
+    return {
+        "kv_heads": _get(c, "num_key_value_heads", default=heads),
+        "head_dim": _get(c, "head_dim", default=c["hidden_size"] // heads),
+        "kv_latent": 0,
+        "max_positions": _max_pos(c),
+    }
+
+
+def _max_pos(c: dict) -> int | None:
+    return c.get("max_position_embeddings")
+
+
 def shape_from_params(params: float, vocab: int = 32000) -> ModelShape:
-    """Llama-like shape for a bare parameter count: h/L = 128 and 12*L*h^2 non-embedding params."""
+    """Llama-like shape for a bare parameter count: h/L = 128 and 12*L*h^2 non-embedding params,
+    multi-head attention with head_dim 128 (every head keeps its own keys and values)."""
+    if params != int(params) or not 1 <= params <= MAX_PARAMS:
+        raise UsageError(f"a parameter count must be a whole number from 1 to {MAX_PARAMS:.0e}")
     hidden = max(128, int(round((128 * params / 12) ** (1 / 3) / 128)) * 128)
     embed = 2 * vocab * hidden
     layers = max(1, int(round(max(params - embed, 12 * hidden * hidden) / (12 * hidden * hidden))))
@@ -280,6 +375,8 @@ def shape_from_params(params: float, vocab: int = 32000) -> ModelShape:
         quantizable_params=int(max(params - embed, 0)),
         exact=False,
         source="--params (Llama-like shape assumed)",
+        kv_heads=max(1, hidden // 128),
+        head_dim=128,
     )
 
 
