@@ -34,6 +34,10 @@ class Launch(NamedTuple):
     trl: dict  # effective TRL arguments that matter (gradient_checkpointing, ...)
     gpus: int  # GPUs each node's processes can use
     min_cc: tuple | None  # lowest compute capability of those GPUs (CUDA only)
+    # The preflight's view of a whole launch: the `accelerate launch` flags given on the command
+    # line (None: a config file judged alone, whose launch flags are unknown) and the file.
+    flags: dict | None = None
+    config_path: str | None = None
 
     @property
     def distributed_type(self) -> str:
@@ -52,6 +56,11 @@ class Launch(NamedTuple):
     def deepspeed(self) -> dict:
         ds = self.values.get("deepspeed_config")
         return ds if isinstance(ds, dict) else {}
+
+    @property
+    def parallelism(self) -> dict:
+        block = self.values.get("parallelism_config")
+        return block if isinstance(block, dict) else {}
 
 
 class ConfigRule(NamedTuple):
@@ -159,7 +168,9 @@ def _deepspeed_file_and_keys(launch: Launch) -> str | None:
     if launch.distributed_type != "DEEPSPEED" or not ds.get("deepspeed_config_file"):
         return None
     clashing = [k for k in DEEPSPEED_FILE_CONFLICTS if ds.get(k) is not None]
-    if launch.values.get("mixed_precision") not in (None, "no"):
+    # A --mixed_precision flag is not a config key (commands/launch.py mp_from_config_flag).
+    from_flag = "mixed_precision" in (launch.flags or {})
+    if launch.values.get("mixed_precision") not in (None, "no") and not from_flag:
         clashing.append("mixed_precision")
     if not clashing:
         return None
@@ -167,6 +178,142 @@ def _deepspeed_file_and_keys(launch: Launch) -> str | None:
         f"deepspeed_config_file together with {', '.join(clashing)}: accelerate raises "
         "'When using `deepspeed_config_file`, the following accelerate config variables will "
         "be ignored'"
+    )
+
+
+# Checks of a whole launch (accelerate 1.15.0 commands/launch.py _validate_launch_command and
+# the config file loader), used by the check script where they read the file alone.
+SAGEMAKER = "AMAZON_SAGEMAKER"
+# commands/config/config_args.py ClusterConfig fields (launch_tables), plus the two older keys
+# BaseConfig.process_config converts (fp16, dynamo_backend).
+LEGACY_CONFIG_KEYS = ("fp16", "dynamo_backend")
+
+
+def _unknown_config_keys(launch: Launch) -> str | None:
+    from .launch_tables import ACCELERATE_CONFIG_KEYS
+
+    if str(launch.values.get("compute_environment") or "LOCAL_MACHINE") == SAGEMAKER:
+        return None
+    known = set(ACCELERATE_CONFIG_KEYS) | set(LEGACY_CONFIG_KEYS)
+    extra = sorted(k for k in launch.values if k not in known)
+    if not extra:
+        return None
+    where = launch.config_path or "<config file>"
+    return (
+        f"The config file at {where} had unknown keys ({extra}), please try upgrading your "
+        "`accelerate` version or fix (and potentially remove) these keys from your config file."
+    )
+
+
+def _launch_flags_conflict(launch: Launch) -> str | None:
+    flags = launch.flags or {}
+    if (
+        sum(bool(flags.get(k)) for k in ("multi_gpu", "cpu", "tpu", "use_deepspeed", "use_fsdp"))
+        > 1
+    ):
+        return (
+            "You can only use one of `--cpu`, `--multi_gpu`, `--tpu`, `--use_deepspeed`, "
+            "`--use_fsdp` at a time."
+        )
+    return None
+
+
+def _multi_gpu_one_process(launch: Launch) -> str | None:
+    flags = launch.flags or {}
+    nproc = flags.get("num_processes")
+    if flags.get("multi_gpu") and _is_int(nproc) and nproc < 2:
+        return "You need to use at least 2 processes to use `--multi_gpu`."
+    return None
+
+
+def _parallelism_flag_without_fsdp2(launch: Launch) -> str | None:
+    flags = launch.flags or {}
+    # commands/launch.py compares fsdp_version with the int 1, and the flag parses as text.
+    if flags.get("use_parallelism_config") and (
+        not flags.get("use_fsdp") or flags.get("fsdp_version") == 1
+    ):
+        return (
+            "You cannot use `--use_parallelism_config` without `--use_fsdp` and "
+            "`--fsdp_version=2`. "
+        )
+    return None
+
+
+def _num_processes_unset(launch: Launch) -> str | None:
+    if launch.flags is None or launch.values.get("num_processes", -1) != -1:
+        return None
+    if launch.distributed_type == "NO":  # process_config sets 1 for a config without it
+        return None
+    return "You need to manually pass in `--num_processes` using this config yaml."
+
+
+def _too_few_gpu_ids(launch: Launch) -> str | None:
+    ids = launch.values.get("gpu_ids")
+    machines = launch.values.get("num_machines") or 1
+    if ids is None or str(ids) == "all" or launch.distributed_type not in _MULTI_DEVICE:
+        return None
+    if len(str(ids).split(",")) < 2 and _is_int(machines) and machines <= 1:
+        return (
+            "Less than two GPU ids were configured and tried to run on multiple GPUs. Please "
+            "ensure at least two are specified for `--gpu_ids`, or use `--gpu_ids='all'`."
+        )
+    return None
+
+
+_MULTI_DEVICE = ("MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU",
+                 "MULTI_HPU", "MULTI_NEURON")  # fmt: skip
+
+
+def _parallelism_key_ignored(launch: Launch) -> str | None:
+    ignored = sorted(k for k in launch.parallelism if not str(k).startswith("parallelism_config_"))
+    if not ignored:
+        return None
+    return (
+        f"parallelism_config keys {ignored} are ignored: accelerate copies each key to the launch "
+        "argument of the same name, and only parallelism_config_* arguments exist"
+    )
+
+
+PARALLEL_SIZES = ("dp_replicate", "dp_shard", "tp", "cp", "sp")
+
+
+def parallel_size(launch: Launch, name: str) -> int:
+    value = launch.parallelism.get(f"parallelism_config_{name}_size", 1)
+    return value if _is_int(value) and value > 0 else 1
+
+
+def _parallelism_total_mismatch(launch: Launch) -> str | None:
+    if not launch.parallelism or not _is_int(launch.values.get("num_processes")):
+        return None
+    total = 1
+    for name in PARALLEL_SIZES:
+        total *= parallel_size(launch, name)
+    nproc = launch.values["num_processes"]
+    backend = launch.parallelism.get("parallelism_config_sp_backend", "deepspeed")
+    if total == 1 or (backend == "deepspeed" and parallel_size(launch, "sp") > 1):
+        return None
+    if total != nproc:
+        return (
+            f"ParallelismConfig total_size ({total}) does not match num_processes ({nproc}). "
+            "Please adjust dp_replicate_size/ dp_shard_size/tp_size/cp_size/sp_size."
+        )
+    return None
+
+
+def _deepspeed_accumulation_pinned(launch: Launch) -> str | None:
+    ds = launch.deepspeed
+    pinned = ds.get("gradient_accumulation_steps")
+    if launch.distributed_type != "DEEPSPEED" or ds.get("deepspeed_config_file"):
+        return None
+    if not _is_int(pinned):
+        return None  # "auto" (or unset) follows the training arguments
+    wanted = launch.trl.get("gradient_accumulation_steps", 1)
+    if wanted == pinned:
+        return None
+    return (
+        "Please correct the following DeepSpeed config values that mismatch TrainingArguments "
+        f"values:\n- ds gradient_accumulation_steps={pinned} vs hf gradient_accumulation_steps="
+        f"{wanted}\nThe easiest method is to set these DeepSpeed config values to 'auto'."
     )
 
 
@@ -203,6 +350,38 @@ CONFIG_RULES = (
     ConfigRule("deepspeed-file-and-keys", "error", "trainer init", _deepspeed_file_and_keys,
                "keep deepspeed_config_file and move those settings into the DeepSpeed JSON",
                "accelerate 1.15.0 utils/dataclasses.py:1527 _deepspeed_config_checks"),
+    ConfigRule("config-unknown-keys", "error", "launch", _unknown_config_keys,
+               "remove the keys accelerate does not know (or move them under the section they "
+               "belong to)",
+               "accelerate 1.15.0 commands/config/config_args.py:156 from_yaml_file"),
+    ConfigRule("launch-flags-conflict", "error", "launch", _launch_flags_conflict,
+               "keep one of --multi_gpu, --use_deepspeed, --use_fsdp, --cpu",
+               "accelerate 1.15.0 commands/launch.py:1205 _validate_launch_command"),
+    ConfigRule("multi-gpu-one-process", "error", "launch", _multi_gpu_one_process,
+               "drop --multi_gpu, or pass --num_processes 2 or more",
+               "accelerate 1.15.0 commands/launch.py:1209 _validate_launch_command"),
+    ConfigRule("parallelism-flag-needs-fsdp2", "error", "launch", _parallelism_flag_without_fsdp2,
+               "add --use_fsdp --fsdp_version 2, or put the parallelism_config in the config file",
+               "accelerate 1.15.0 commands/launch.py:1212 _validate_launch_command"),
+    ConfigRule("num-processes-unset", "error", "launch", _num_processes_unset,
+               "add num_processes to the config file or pass --num_processes",
+               "accelerate 1.15.0 commands/launch.py:1306 (ClusterConfig.num_processes = -1)"),
+    ConfigRule("gpu-ids-too-few", "error", "launch", _too_few_gpu_ids,
+               "list two or more gpu_ids, use gpu_ids: all, or a single-GPU config",
+               "accelerate 1.15.0 commands/launch.py:1259 _validate_launch_command"),
+    ConfigRule("parallelism-key-ignored", "warning", "launch", _parallelism_key_ignored,
+               "name the keys parallelism_config_cp_size, parallelism_config_sp_size, ...",
+               "accelerate 1.15.0 commands/launch.py:1277 copies section keys to arguments"),
+    ConfigRule("parallelism-size-mismatch", "error", "trainer init", _parallelism_total_mismatch,
+               "make dp_replicate x dp_shard x tp x cp x sp equal the process count (e.g. set "
+               "parallelism_config_dp_shard_size)",
+               "accelerate 1.15.0 parallelism_config.py:373 _validate_accelerator"),
+    ConfigRule("deepspeed-accumulation-pinned", "error", "trainer init",
+               _deepspeed_accumulation_pinned,
+               "delete gradient_accumulation_steps from deepspeed_config (it then follows the "
+               "TRL argument), or use zero2",
+               "transformers 5.24.0 integrations/deepspeed.py:261 trainer_config_finalize; "
+               "accelerate 1.15.0 utils/dataclasses.py:1305 puts the config's value in the plugin"),
 )  # fmt: skip
 
 
@@ -234,4 +413,28 @@ def backends_used(launch: Launch) -> list:
         used.append((f"distributed_type: {kind}", "nccl"))
     if str(launch.values.get("mixed_precision") or "no").lower() == "bf16":
         used.append(("mixed_precision: bf16", "bf16"))
-    return used
+    return used + _trl_backends(launch, {name for _, name in used})
+
+
+# The backends a TRL setting needs (their verdicts: backend_rules.BACKENDS). The check script
+# passes only TRL's defaults, which use none of these.
+FLASH_ATTENTION = ("flash_attention_2", "flash_attention_3", "flash_attention_4")
+
+
+def _trl_backends(launch: Launch, already: set) -> list:
+    trl = launch.trl
+    wanted = [
+        ("use_vllm=True", "vllm", bool(trl.get("use_vllm"))),
+        ("use_peft=True", "peft", bool(trl.get("use_peft"))),
+        ("load_in_4bit=True", "qlora", bool(trl.get("load_in_4bit"))),
+        ("use_liger_kernel=True", "liger", bool(trl.get("use_liger_kernel"))),
+        ("use_kernels=True", "kernels", bool(trl.get("use_kernels"))),
+        (f"attn_implementation={trl.get('attn_implementation')}", "flash_attn",
+         trl.get("attn_implementation") in FLASH_ATTENTION),
+        ("bf16=True", "bf16", trl.get("bf16") is True),
+        (f"parallelism_config_cp_size: {parallel_size(launch, 'cp')}", "context_parallel",
+         parallel_size(launch, "cp") > 1),
+        (f"parallelism_config_sp_size: {parallel_size(launch, 'sp')}", "ulysses",
+         parallel_size(launch, "sp") > 1),
+    ]  # fmt: skip
+    return [(setting, name) for setting, name, on in wanted if on and name not in already]
