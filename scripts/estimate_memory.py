@@ -135,10 +135,11 @@ Without --gpus/--gpu-memory-gb the visible GPUs are read like check_optional_bac
 RAM: --cpu-memory-gb, else the --facts file's, else this machine's.
 
 recommendation: the first plan, least invasive first, that leaves 5% of the usable memory free
-(a plan within that margin is "tight" and chosen only when none has more room): as given, then
-gradient checkpointing and smaller micro-batches; DDP before ZeRO-1/2/3 and FSDP2; 8-bit AdamW;
-vLLM settings (max_model_len, utilization, tensor parallel size, sleep mode, server mode); LoRA,
-then QLoRA; last the offload ladder, optimizer offload before parameter offload.
+(a plan within that margin is "tight" and chosen only when none has more room). For the given
+tuning, then LoRA, then QLoRA: the optimizer as given, then 8-bit AdamW; vLLM as given, then
+changed (utilization, max_model_len, tensor parallel size, sleep mode, server mode); DDP before
+ZeRO-1/2/3 and FSDP2; each as given, with gradient checkpointing, then smaller micro-batches.
+Last the offload ladder: optimizer offload before parameter offload.
 
 JSON (--json), schema_version 1: inputs; model; gpu {memory_gb, memory_gib, source};
 host {ram_gb, source}; usable_gb_per_gpu; margin_gb_per_gpu; vllm (null without --vllm-mode)
@@ -147,7 +148,7 @@ sequences, kv_tokens, weights_gb, kv_cache_gb, runtime_gb, needed_gb, share_gb, 
 fits}; strategies.<name> {weights_gb, gradients_gb, optimizer_gb, model_states_gb,
 gather_buffer_gb, activations_gb, reference_model_gb, vllm_gb, total_gb, cpu_offload_gb,
 host_ram_gb, fits, fits_with_margin, offload}; recommendation {strategy, changes, reason, fits,
-tight, total_gb}; assumptions.
+tight, total_gb (null when no vLLM setting can hold the model)}; assumptions.
 
 exit codes:
   0  report made (whether or not anything fits)

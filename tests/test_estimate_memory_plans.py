@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -296,3 +297,19 @@ def test_table_columns_never_merge():
         assert len(cells[:columns]) == columns and all(
             c.replace(".", "").isdigit() for c in cells[1 : columns - 1]
         ), row
+
+
+def test_help_names_every_json_key():
+    """The preflight and users read the JSON; --help is where its keys are documented."""
+    help_text = subprocess.run(
+        [sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
+    report = run_cli(
+        "--params", "7e9", "--trainer", "grpo", "--vllm-mode", "colocate", "--gpus", "8",
+        "--gpu-memory-gb", "80",
+    )  # fmt: skip
+    keys = set(report) | set(report["gpu"]) | set(report["host"]) | set(report["vllm"])
+    keys |= set(report["strategies"]["ddp"]) | set(report["recommendation"])
+    keys -= {"inputs"}  # Settings fields, named by the flags
+    missing = sorted(k for k in keys if not re.search(rf"\b{k}\b", help_text))
+    assert not missing

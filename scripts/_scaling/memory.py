@@ -604,8 +604,8 @@ def _utilization_for(shape: ModelShape, s: Settings) -> float:
 
 
 def _vllm_variants(shape: ModelShape, s: Settings) -> list:
-    """(settings, changes) whose vLLM part fits, least invasive first: as given; a
-    vllm_max_model_length of --seq-len; the utilization vLLM needs when it is lower; a larger
+    """(settings, changes) whose vLLM part fits, least invasive first: as given; the
+    utilization vLLM needs when it is lower; a vllm_max_model_length of --seq-len; a larger
     tensor-parallel size; a higher utilization (the training share is re-checked by the plan);
     sleep mode; then, for colocate, server mode on GPUs taken from training."""
     if s.vllm_mode == "none":
@@ -693,9 +693,10 @@ def _vllm_changes(shape: ModelShape, given: Settings, varied: Settings) -> list:
     if varied.vllm_max_model_length != given.vllm_max_model_length:
         default = vllm_max_model_len(shape, given)
         name = "trl vllm-serve --max_model_len " if server else "vllm_max_model_length="
+        origin = "" if given.vllm_max_model_length else ", the config's max_position_embeddings"
         changes.append(
             f"{name}{varied.vllm_max_model_length} (vLLM otherwise sizes its KV cache for "
-            f"{default:,} tokens, the config's max_position_embeddings)"
+            f"{default:,} tokens{origin})"
         )
     if varied.vllm_tensor_parallel_size != given.vllm_tensor_parallel_size:
         tp = varied.vllm_tensor_parallel_size
