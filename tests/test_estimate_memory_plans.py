@@ -110,6 +110,9 @@ def test_recorded_host_ram_and_its_absence(tmp_path):
     assert report["host"]["ram_gb"] is None and "not recorded" in report["host"]["source"]
     passed = run_cli("--params", "7e9", "--facts", str(old), "--cpu-memory-gb", "512")
     assert passed["host"] == {"ram_gb": 512, "source": "--cpu-memory-gb"}
+    for garbage in ("64 GB", {"total_bytes": True}, {"total_bytes": -1}, [1]):
+        odd = _recorded(tmp_path, _card(81559), host=garbage)
+        assert run_cli("--params", "7e9", "--facts", str(odd))["host"]["ram_gb"] is None
 
 
 def test_deepseek_v3_full_on_8x80_is_not_sent_to_offload_beyond_ram():
