@@ -411,7 +411,9 @@ def backends_used(launch: Launch) -> list:
         used.append(("fsdp_version: 2", "fsdp2"))
     if kind in GPU_LAUNCHES and launch.values.get("num_processes", 2) != 1:
         used.append((f"distributed_type: {kind}", "nccl"))
-    if str(launch.values.get("mixed_precision") or "no").lower() == "bf16":
+    # TRL's fp16/bf16 beat accelerate's mixed_precision (transformers 5.24.0 training_args.py:1614)
+    trl_precision = launch.trl.get("fp16") or launch.trl.get("bf16")
+    if str(launch.values.get("mixed_precision") or "no").lower() == "bf16" and not trl_precision:
         used.append(("mixed_precision: bf16", "bf16"))
     return used + _trl_backends(launch, {name for _, name in used})
 
@@ -431,7 +433,7 @@ def _trl_backends(launch: Launch, already: set) -> list:
         ("use_kernels=True", "kernels", bool(trl.get("use_kernels"))),
         (f"attn_implementation={trl.get('attn_implementation')}", "flash_attn",
          trl.get("attn_implementation") in FLASH_ATTENTION),
-        ("bf16=True", "bf16", trl.get("bf16") is True),
+        ("bf16=True", "bf16", trl.get("bf16") is True and not trl.get("use_cpu")),
         (f"parallelism_config_cp_size: {parallel_size(launch, 'cp')}", "context_parallel",
          parallel_size(launch, "cp") > 1),
         (f"parallelism_config_sp_size: {parallel_size(launch, 'sp')}", "ulysses",

@@ -369,6 +369,8 @@ def merge_launch(flags: dict, given: set, config: dict | None, device_count: int
                 if _section(dest) == "fsdp_config" and default is not None:
                     fsdp.setdefault(dest, default)
     values.setdefault("gpu_ids", "all")
+    if values.get("mixed_precision") is None:  # commands/launch.py:1287: unset means "no"
+        values["mixed_precision"] = "no"
     return values
 
 

@@ -17,7 +17,8 @@ def hub_cache(environ: dict) -> str:
     if environ.get("HF_HUB_CACHE"):
         return environ["HF_HUB_CACHE"]
     home = environ.get("HF_HOME") or os.path.join(
-        environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        environ.get("XDG_CACHE_HOME")
+        or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".cache"),
         "huggingface",
     )
     return os.path.join(home, "hub")

@@ -707,7 +707,7 @@ def _trl_line_differs(view: PlanView) -> str | None:
 # The table
 # --------------------------------------------------------------------------------------
 
-TRAINING_PY = "TRL 1.16.0 trl/cli/commands/training.py:53"
+TRAINING_PY = "TRL 1.16.0 trl/cli/commands/training.py:64"
 GRPO_CONFIG = "TRL 1.16.0 trl/trainer/grpo_config.py"
 RLOO_CONFIG = "trl/trainer/rloo_config.py"
 VLLM_GENERATION = "TRL 1.16.0 trl/generation/vllm_generation.py"
@@ -835,7 +835,7 @@ PLAN_RULES = (
     PlanRule("vllm-group-port-clash", "error", "weight sync", _group_port_clash,
              "--vllm_group_port 51217 (any free port the server can reach)",
              "the trainer is rank 0 of the weight-sync group and listens on vllm_group_port",
-             "TRL 1.16.0 trl/generation/vllm_client.py:771 init_communicator"),
+             "TRL 1.16.0 trl/generation/vllm_client.py:746 init_communicator (master_port)"),
     PlanRule("vllm-server-timeout-over-ddp", "warning", "trainer init",
              _server_timeout_exceeds_ddp, "raise --ddp_timeout above vllm_server_timeout",
              "rank 0 polls the server inside the trainer's constructor while the other ranks "
