@@ -934,4 +934,67 @@ CLAIMS = (
         Cite("trl/trainer/grpo_trainer.py:2285", "No completions were generated."),
     ),
     C(TROUBLE, "for over-long prompts raise the server's `--max-model-len`", INCREASE),
+    # ---- troubleshooting.md entries merged from the issue trackers (issue 11)
+    C(
+        TROUBLE,
+        "raised by torch's gradient scaler in every release with AMP",
+        Cite(
+            "torch/amp/grad_scaler.py:275",
+            'raise ValueError("Attempting to unscale FP16 gradients.")',
+        ),
+    ),
+    C(
+        TROUBLE,
+        "which refuses to unscale gradients held in fp16",
+        Cite("torch/amp/grad_scaler.py:275", "param.grad.dtype == torch.float16"),
+    ),
+    C(
+        TROUBLE,
+        "On ROCm the same warning appears when the ROCm build path is not selected.",
+        NotAClaim("flash-attn's own build script, not installed in this stack"),
+    ),
+    C(TROUBLE, "(raise MAX_JOBS with RAM)", INCREASE),
+    C(
+        TROUBLE,
+        "from 0.19.5 a failing probe only prints a warning and the import succeeds",
+        NotAClaim("DeepSpeed's import-time op probe; DeepSpeed is not installed in this stack"),
+        Cite("trl/models/utils.py:145", "import deepspeed"),
+    ),
+    C(
+        TROUBLE,
+        "torch refuses a major mismatch outright (`torch/utils/cpp_extension.py:646`)",
+        Cite("torch/utils/cpp_extension.py:646", "if cuda_ver.major != torch_cuda_version.major:"),
+    ),
+    C(
+        TROUBLE,
+        "raised by `VLLMClient` in every release since 0.16.0",
+        Cite("trl/generation/vllm_client.py:258", "Request failed: {response.status_code}"),
+    ),
+    C(
+        TROUBLE,
+        "each TRL release states its own window in this warning",
+        Cite(
+            "trl/import_utils.py:109", "TRL currently supports vLLM versions from 0.22.0 to 0.31.0"
+        ),
+    ),
+    C(
+        TROUBLE,
+        "the version window is only a warning.",
+        VLLM_WINDOW,
+        Cite("trl/generation/vllm_client.py:43", "from vllm.utils.network_utils import get_ip"),
+        Cite("trl/generation/vllm_client.py:50", "from vllm.distributed.weight_transfer"),
+    ),
+    C(
+        TROUBLE,
+        "On an older vLLM the import fails, and the lazy loader reports it as",
+        Cite("trl/_lazy_module.py:74", "Failed to import"),
+    ),
+    C(TROUBLE, "raise `--gpu-memory-utilization` / `vllm_gpu_memory_utilization`", INCREASE),
+    C(TROUBLE, "or raise the limit (`vllm_max_model_length`, `--max-model-len`)", INCREASE),
+    C(TROUBLE, "or raise `per_device_train_batch_size` / gradient accumulation", INCREASE),
+    C(
+        TROUBLE,
+        "raised by `trl/trainer/grpo_config.py:1139` in 1.16.0",
+        Cite("trl/trainer/grpo_config.py:1139", "GRPO requires at least 2 generations per prompt"),
+    ),
 )

@@ -23,14 +23,27 @@ _PREFIXES = re.compile(
     re.MULTILINE,
 )
 _OVERWRITTEN = re.compile(r"^[^\n]*\r(?!\n)", re.MULTILINE)  # progress-bar text redrawn by \r
+# A tqdm bar (`desc:  45%|████▌     | 45/100 [10:00<12:00, 1.2s/it]`) that another process's
+# output continues on the same line: the text after it starts the line.
+_BAR_PREFIX = re.compile(
+    r"^[ \t]*(?:[^|\n]{0,80}?:[ \t]*)?\d{1,3}%\|[^|\n]*\|[^\[\n]*\[[^\]\n]*\](?=[ \t]*\S)",
+    re.MULTILINE,
+)
+# Launcher lines that only report that a child failed; the child's own error came before them.
+_WRAPPER = re.compile(
+    r"ChildFailedError|CalledProcessError|returned non-zero exit status|^\S+ FAILED$"
+    r"|failed \(exitcode: -?\d+\) local_rank|^Root Cause|See root cause above",
+)
 _ENDING = re.compile(
     r"(?:Error|Exception|error:|Killed|SIGKILL|exitcode|exit code|exit status|Aborted|"
     r"core dumped|failed|Timeout|timed out|OOM|out of memory)",
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{4,}")
+_WHOLE_WORD = re.compile(r"(?<![\w\0])[A-Za-z_][A-Za-z0-9_]{4,}(?![\w\0])")
 MAX_LINE = 4000  # longer lines are cut: a signature is a fragment, not a page
 TAIL_WINDOW = 60  # lines before the last error line that still count as "where it ended"
+CONTINUATION = 3  # lines after it that may still be its message (`... (look up to see ...):`)
 
 
 class Log(NamedTuple):
@@ -53,16 +66,20 @@ def clean_log(text: str, truncated: bool = False) -> Log:
         text = _ANSI.sub("", text)
     if "\r" in text:
         text = _OVERWRITTEN.sub("", text.replace("\r\n", "\n"))
+    if "%|" in text:
+        text = _BAR_PREFIX.sub("", text)
     text = _PREFIXES.sub("", text)
     lines = [line[:MAX_LINE].rstrip() for line in text.split("\n")]
     return Log(lines, _final_error(lines), truncated)
 
 
 def _final_error(lines: list) -> int | None:
-    """The last line that reads like the failure itself (a traceback's last line, a kill)."""
+    """The last line that reads like the failure itself (a traceback's last line, a kill), not
+    the launcher's report that a child failed."""
     for index in range(len(lines) - 1, -1, -1):
         line = lines[index]
-        if line and not line.startswith((" ", "\t")) and _ENDING.search(line):
+        starts_a_line = line and not line.startswith((" ", "\t"))
+        if starts_a_line and _ENDING.search(line) and not _WRAPPER.search(line):
             return index
     return None
 
@@ -95,7 +112,11 @@ def _shared_signatures(entries: list) -> dict:
 
 
 def _anchors(signature: str) -> set:
-    return {w.lower() for w in _WORD.findall(PLACEHOLDER.sub(" ", signature))}
+    """Whole words of the signature that any matching log line must contain. A word glued to a
+    placeholder (`FlashAttention{n}`, `{path}libbitsandbytes`) is only part of a log word
+    (`FlashAttention2`), so it cannot be required."""
+    glued = PLACEHOLDER.sub("\0", signature)
+    return {w.lower() for w in _WHOLE_WORD.findall(glued)}
 
 
 def _match_entry(entry: Entry, log: Log, words: set, shared: dict, versions: dict) -> Match | None:
@@ -140,8 +161,8 @@ def _position_factor(index: int, log: Log) -> float:
         return 1.0
     if index == log.final_error:
         return 4.0  # the line that ended the run
-    if log.final_error - TAIL_WINDOW <= index < log.final_error:
-        return 1.8  # in the traceback or output just before it
+    if log.final_error - TAIL_WINDOW <= index <= log.final_error + CONTINUATION:
+        return 1.8  # in the traceback or output just before it, or the rest of its message
     return 1.0
 
 
