@@ -24,9 +24,16 @@ if sys.version_info < (3, 9):  # noqa: UP036 (the one line older Pythons get)
     sys.exit(2)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also under -I / PYTHONSAFEPATH
 
+from _scaling import probes  # noqa: E402
+
+if __name__ == "__main__" and not any(a.startswith(("-h", "--h", "--f")) for a in sys.argv[1:]):
+    # A run that collects facts waits longest for the GPU probe: start it before the rest loads
+    # (not for --help or --facts; the collection adopts it, an early exit kills it).
+    probes.start_gpu_probe_early()
+
 import argparse  # noqa: E402
 
-from _scaling import cli, facts, probes  # noqa: E402
+from _scaling import cli, facts  # noqa: E402
 from _scaling.backend_rules import BACKEND_NAMES, READY  # noqa: E402
 from _scaling.check_report import build_report, render_json, render_text  # noqa: E402
 

@@ -73,6 +73,9 @@ class _Obj:
 
 
 def nvmlInit():
+    if _SPEC.get("pidfile"):
+        with open(_SPEC["pidfile"], "a") as fh:
+            fh.write("%d\\n" % os.getpid())
     if _SPEC.get("hang"):
         while True:
             time.sleep(60)

@@ -235,3 +235,28 @@ def test_text_report_on_a_gpu_node_has_a_row_per_backend(tmp_path):
         "Missing for backends usable here: peft, bitsandbytes, deepspeed, vllm, liger-kernel,\n"
         "  unsloth, kernels, flash-attn\n"
     ) in proc.stdout
+
+
+def test_metadata_header_reader_agrees_with_email_parser():
+    """The scan reads METADATA headers by hand (the email package costs more to import than the
+    whole scan); on every distribution installed here, LF or CRLF, it must read what the stdlib's
+    parser reads."""
+    import importlib.metadata
+    from email.parser import HeaderParser
+
+    import script_modules  # noqa: F401 (puts scripts/ on sys.path)
+    from _scaling.metadata import _parse_metadata as parse
+
+    compared = 0
+    for dist in importlib.metadata.distributions():
+        text = dist.read_text("METADATA") or dist.read_text("PKG-INFO")
+        for variant in (text or "", (text or "").replace("\n", "\r\n")):
+            msg = HeaderParser().parsestr(variant)
+            expected = (msg.get("Name"), msg.get("Version"), msg.get_all("Requires-Dist") or [])
+            name, version, requires = parse(variant)
+            assert (name, version) == expected[:2]
+            assert [" ".join(r.split()) for r in requires] == [
+                " ".join(r.split()) for r in expected[2]
+            ]
+            compared += 1
+    assert compared > 100  # the pinned stack has well over 50 distributions

@@ -609,3 +609,38 @@ def test_control_characters_are_shown_escaped_not_sent_to_the_terminal(tmp_path)
     assert "mixed_precision=\\x1b[2J\\x1b[31mbf16" in proc.stdout
     raw = report_of(run_bounded("--json", "--accelerate-config", str(config), env=env))
     assert raw["environment"]["NCCL_DEBUG"] == env["NCCL_DEBUG"]  # --json keeps the fact as is
+
+
+def processes_mentioning(text: str) -> list:
+    """Pids of live processes whose command line holds `text` (a probe child's holds the
+    sys.path it was given)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and text in (entry / "cmdline").read_text(errors="replace"):
+                pids.append(int(entry.name))
+    return [p for p in pids if not gone(p)]
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
+@pytest.mark.parametrize("args", [("--timeout", "soon"), ("--require", "warp_drive")])
+def test_usage_error_kills_the_gpu_probe_started_early(tmp_path, args):
+    """A collecting run starts the GPU probe before reading its options; bad options end the run
+    at once, and the probe with it (here a probe that would hang for ever)."""
+    site = cuda_site(tmp_path / "site", {"hang": True})
+    run_bounded(*args, site=site, isolated=True, code=2)
+    deadline = time.monotonic() + 3
+    while processes_mentioning(str(site)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_mentioning(str(site)) == []
+
+
+def test_the_gpu_probe_starts_before_the_options_are_read(tmp_path):
+    pidfile = tmp_path / "nvml.pids"
+    site = cuda_site(tmp_path / "site", dict(h100_node(count=1), pidfile=str(pidfile)))
+    report = report_of(run_bounded("--json", "--timeout", "3", site=site, isolated=True))
+    assert report["accelerators"]["kind"] == "cuda" and len(pidfile.read_text().split()) == 1
+    assert report["timings"]["total"] >= report["timings"]["nvml"]
+    for args in (("--help",), ("--facts", str(tmp_path / "missing.json"))):
+        run_bounded(*args, site=site, isolated=True, code=0 if args == ("--help",) else 2)
+    assert len(pidfile.read_text().split()) == 1  # --help and --facts start no probe

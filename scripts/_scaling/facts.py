@@ -43,24 +43,26 @@ def collect_facts(
     start = time.perf_counter()
     timings: dict = {}
     warnings: list = []
-    # The probes that may hang start first and run while the metadata is scanned.
-    gpu_probe = probes.GpuProbe(timeout)
+    # The probes that may hang start first; everything that does not need them is collected
+    # while they run.
+    gpu_probe = probes.gpu_probe(timeout)
+    start = min(start, gpu_probe.start)  # it may have started before this call
     server_probe = vllm_url and probes.VllmProbe(vllm_url, min(timeout, probes.VLLM_TIMEOUT_S))
     packages = collect_packages(paths, warnings)
     timings["metadata"] = round(time.perf_counter() - start, 3)
-    torch_build = collect_torch_build(packages)
-    nvml = gpu_probe.finish(timings)
     facts = {
         "schema_version": SCHEMA_VERSION,
         "python": python_facts(),
         "platform": platform_facts(),
         "host": host_memory(),
         "packages": packages,
-        "torch_build": torch_build,
-        "accelerators": collect_accelerators(nvml, packages, torch_build, environ),
+        "torch_build": collect_torch_build(packages),
+        "accelerators": None,
         "environment": collect_environment(environ),
         "config": collect_config(accelerate_config, environ),
     }
+    nvml = gpu_probe.finish(timings)
+    facts["accelerators"] = collect_accelerators(nvml, packages, facts["torch_build"], environ)
     if imports:
         outcomes, facts["torch_runtime"] = probes.run_import_probes(packages, timeout, timings)
         for name, outcome in outcomes.items():

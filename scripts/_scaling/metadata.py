@@ -41,10 +41,23 @@ DIST_NAMES = tuple(d.name for d in DISTS)
 
 
 def _parse_metadata(text: str | None) -> tuple:
-    from email.parser import HeaderParser  # stdlib, loaded only when a dist is found
-
-    msg = HeaderParser().parsestr(text or "")
-    return msg.get("Name"), msg.get("Version"), msg.get_all("Requires-Dist") or []
+    """(Name, Version, [Requires-Dist, ...]) from the header block of a METADATA/PKG-INFO file
+    (RFC 822 style: it ends at the first empty line; indented lines continue a header). Read by
+    hand: the email package costs more to import than the whole scan."""
+    headers: dict = {}
+    last: list = []
+    for line in (text or "").split("\n\n", 1)[0].splitlines():
+        if not line:
+            break
+        if line[0] in " \t" and last:
+            last[-1] += " " + line.strip()
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            last = headers.setdefault(key.strip().lower(), [])
+            last.append(value.strip())
+    first = {k: v[0] for k, v in headers.items()}
+    return first.get("name"), first.get("version"), headers.get("requires-dist", [])
 
 
 def _dist_name_from_dir(entry: str) -> str:
@@ -70,15 +83,19 @@ def _editable_target(meta_dir: str) -> str | None:
     return url[len("file://") :] if url.startswith("file://") else url
 
 
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^)]*)\)?\s*$")
+_EXTRA_MARKER = re.compile(r"\s*extra\s*==\s*['\"]([^'\"]+)['\"]\s*")
+
+
 def _parse_requirement(line: str) -> tuple | None:
     """('torch', '==2.10.0', 'vllm') from "torch==2.10.0; extra == 'vllm'"; None if other markers."""
     req, _, marker = line.partition(";")
-    m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^)]*)\)?\s*$", req)
+    m = _REQUIREMENT.match(req)
     if not m:
         return None
     extra = None
     if marker.strip():
-        em = re.fullmatch(r"\s*extra\s*==\s*['\"]([^'\"]+)['\"]\s*", marker)
+        em = _EXTRA_MARKER.fullmatch(marker)
         if not em:
             return None
         extra = normalize_name(em.group(1))

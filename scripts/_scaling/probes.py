@@ -12,10 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-
-from .environment import redact_url_credentials
-from .metadata import DISTS
 
 RESULT_MARK = "__CHECK_RESULT__ "
 NVML_TIMEOUT_S = 15.0  # NVML or nvidia-smi
@@ -40,8 +36,11 @@ class Child:
     """A started child process with a deadline; `finish()` returns (status, out, err, seconds),
     status one of ok (exited), timeout, crashed (killed by a signal), error (could not start)."""
 
-    def __init__(self, cmd: list, timeout: float, env: dict | None = None) -> None:
-        self.timeout, self.start = timeout, time.perf_counter()
+    def __init__(
+        self, cmd: list, timeout: float, env: dict | None = None, start: float | None = None
+    ) -> None:
+        self.timeout = timeout
+        self.start = time.perf_counter() if start is None else start
         self.proc: subprocess.Popen | None = None
         self.failure = ""
         try:
@@ -127,35 +126,89 @@ def last_line(data: bytes) -> str:
 
 
 class GpuProbe:
-    """NVML in a child, or nvidia-smi when nvidia-ml-py is absent: one deadline for both."""
+    """NVML in a child, or nvidia-smi when nvidia-ml-py is absent: one deadline for both. It
+    starts when made; `finish()` waits for its answer at most until the deadline."""
 
     def __init__(self, timeout: float) -> None:
         import importlib.util
 
-        self.limit = min(timeout, NVML_TIMEOUT_S)
         self.start = time.perf_counter()
-        # Without nvidia-ml-py, an NVML child would only say so: start nvidia-smi at once.
-        self.child = None
+        self.limit = min(timeout, NVML_TIMEOUT_S)
+        self.finished = False
+        self.nvml = self.smi = None
         if importlib.util.find_spec("pynvml") is not None:
-            self.child = start_python_probe("nvml_probe", self.limit)
+            self.nvml = start_python_probe("nvml_probe", self.limit)
+        else:  # an NVML child would only say that nvidia-ml-py is missing
+            self.smi = self._start_smi()
+
+    def retime(self, timeout: float) -> GpuProbe:
+        """Apply the run's --timeout to a probe started before the options were read."""
+        self.limit = min(timeout, NVML_TIMEOUT_S)
+        for child in (self.nvml, self.smi):
+            if child is not None:
+                child.timeout = self.limit
+        return self
+
+    def _start_smi(self) -> Child | None:
+        exe = which("nvidia-smi")
+        cmd = [exe, f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits"]
+        return Child(cmd, self.limit, start=self.start) if exe else None
 
     def finish(self, timings: dict) -> dict:
         """NVML facts (or nvidia-smi's, or {"error", ...}); `timed_out` marks a hang."""
-        facts: dict = {"no_nvml": True}
-        if self.child is not None:
-            status, result, seconds = probe_result(self.child)
+        self.finished = True
+        if self.nvml is not None:
+            status, result, seconds = probe_result(self.nvml)
             timings["nvml"] = round(seconds, 3)
             if status != "ok":
                 return {"error": f"NVML probe {status}: {result}", "timed_out": status != "error"}
-            facts = result
-        if facts.get("no_nvml"):
-            remaining = self.limit - (time.perf_counter() - self.start)
-            start = time.perf_counter()
-            facts = probe_nvidia_smi(remaining, self.limit) or {
-                "error": "nvidia-ml-py not installed and nvidia-smi not found"
-            }
-            timings["nvidia_smi"] = round(time.perf_counter() - start, 3)
+            if not result.get("no_nvml"):
+                return result
+            self.smi = self._start_smi()  # nvidia-ml-py is there but does not import
+        if self.smi is None:
+            return {"error": "nvidia-ml-py not installed and nvidia-smi not found"}
+        facts = nvidia_smi_facts(self.smi, self.limit)
+        timings["nvidia_smi"] = round(time.perf_counter() - self.smi.start, 3)
         return facts
+
+    def discard(self) -> None:
+        """Kill what is still running when the program ends without asking for the answer."""
+        for child in (self.nvml, self.smi):
+            if not self.finished and child is not None and child.proc is not None:
+                kill_group(child.proc)
+
+
+_EARLY_GPU_PROBE: list = []
+
+
+def start_gpu_probe_early() -> None:
+    """Start the GPU probe before the rest of the program loads: it is the slowest fact. The
+    collection adopts it (`gpu_probe`); an exit before that kills it."""
+    import atexit
+
+    probe = GpuProbe(NVML_TIMEOUT_S)
+    _EARLY_GPU_PROBE.append(probe)
+    atexit.register(probe.discard)
+
+
+def gpu_probe(timeout: float) -> GpuProbe:
+    """The probe started early, with the run's timeout, or a new one."""
+    if _EARLY_GPU_PROBE:
+        return _EARLY_GPU_PROBE.pop().retime(timeout)
+    return GpuProbe(timeout)
+
+
+def which(name: str) -> str | None:
+    """shutil.which for a plain name on POSIX, without importing shutil (a few ms)."""
+    if os.name != "posix":
+        import shutil
+
+        return shutil.which(name)
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
 
 
 SMI_FIELDS = (
@@ -163,18 +216,10 @@ SMI_FIELDS = (
 )
 
 
-def probe_nvidia_smi(timeout: float, limit: float | None = None) -> dict | None:
-    """nvidia-smi's CSV query within `timeout` s (what is left of the GPU probe's `limit`);
-    None when nvidia-smi is not on PATH."""
-    import shutil
-
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return None
-    cmd = [exe, f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader,nounits"]
-    status, out, err, _ = Child(cmd, max(timeout, 0.0)).finish()
+def nvidia_smi_facts(child: Child, limit: float) -> dict:
+    """The facts in nvidia-smi's CSV answer, or {"error", ...}; `limit` is the one it had."""
+    status, out, err, _ = child.finish()
     if status == "timeout":
-        limit = timeout if limit is None else limit
         return {"error": f"nvidia-smi gave no answer within {limit:g} s", "timed_out": True}
     if status != "ok":
         return {"error": f"nvidia-smi failed: {last_line(err) or status}"}
@@ -213,6 +258,8 @@ def probe_nvidia_smi(timeout: float, limit: float | None = None) -> dict | None:
 
 def import_probe_targets(packages: dict) -> dict:
     """{dist: module} for installed dists, slowest imports first (see IMPORT_FIRST)."""
+    from .metadata import DISTS
+
     targets: dict = {}
     for dist in sorted(DISTS, key=lambda d: IMPORT_RANK.get(d.name, len(IMPORT_RANK))):
         installed = (packages.get(dist.name) or {}).get("installed")
@@ -224,6 +271,8 @@ def import_probe_targets(packages: dict) -> dict:
 def run_import_probes(packages: dict, timeout: float, timings: dict) -> tuple:
     """Import each installed package in its own child; returns ({dist: outcome}, torch runtime
     view or None). One child per core, slowest first: oversubscribing slowed every import."""
+    from concurrent.futures import ThreadPoolExecutor  # only here: it costs a default run 4 ms
+
     targets = import_probe_targets(packages)
     env = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
     workers = max(1, min(len(targets), os.cpu_count() or 2))
@@ -269,6 +318,8 @@ class VllmProbe:
     (requests) does, and never reported."""
 
     def __init__(self, url: str, timeout: float) -> None:
+        from .environment import redact_url_credentials
+
         self.timeout, self.start = timeout, time.perf_counter()
         base, self.auth = split_credentials(url.rstrip("/"))
         self.report: dict = {"url": redact_url_credentials(url.rstrip("/"))}
@@ -300,7 +351,7 @@ class VllmProbe:
         status, body = self._get(base, "/health")
         report["health"] = status
         if status is None:
-            report["error"] = redact_url_credentials(body)
+            report["error"] = body  # urllib's reason: the URL it was given has no credentials
         elif status == 200:
             report.update(_models(*self._get(base, "/v1/models")))
             status, body = self._get(base, "/server_info?config_format=json")
