@@ -684,6 +684,18 @@ def test_progress_bar_redrawn_on_the_error_line_is_not_the_error():
     assert ranked(log)[0] == "nccl-watchdog-collective-operation-timeout"
 
 
+def test_a_message_wrapped_over_two_lines_is_found():
+    # pip/uv indent and wrap build output; issue pastes are often hard-wrapped.
+    log = (
+        "      ValueError: SFTTrainer does not support `nn.DataParallel`, which `Trainer` uses\n"
+        "      when several GPUs are visible to a single process. Launch the script with\n"
+        "      `accelerate launch` or `torchrun`.\nerror: subprocess-exited-with-error\n"
+    )
+    cleaned = diagnosis.clean_log(log)
+    (best,) = diagnosis.diagnose(cleaned, list(entries()), {}, limit=1)
+    assert best.entry.id == "nndataparallel" and best.line_index == 0
+
+
 def test_installed_versions_outside_an_entrys_releases_rank_it_lower():
     # The same 404 line: the old-client entry for TRL 0.19, still found (not hidden) for 1.16.
     line = 'Exception: Request failed: 404, {"detail":"Not Found"}\n'

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import deque
 from typing import NamedTuple
 
 from .troubleshooting import PLACEHOLDER, Entry, signature_pattern
@@ -86,19 +87,16 @@ def _final_error(lines: list) -> int | None:
 
 def diagnose(log: Log, entries: list, versions: dict, limit: int = 3) -> list:
     """The best `limit` matches, best first."""
-    words = _words(log)
+    text = "\n".join(log.lines)
+    words = {w.lower() for w in set(_WORD.findall(text))}
     shared = _shared_signatures(entries)
     matches = []
     for entry in entries:
-        match = _match_entry(entry, log, words, shared, versions)
+        match = _match_entry(entry, log, text, words, shared, versions)
         if match:
             matches.append(match)
     matches.sort(key=lambda m: (-m.score, m.entry.line))
     return matches[:limit]
-
-
-def _words(log: Log) -> set:
-    return {w.lower() for w in set(_WORD.findall("\n".join(log.lines)))}
 
 
 def _shared_signatures(entries: list) -> dict:
@@ -119,13 +117,15 @@ def _anchors(signature: str) -> set:
     return {w.lower() for w in _WHOLE_WORD.findall(glued)}
 
 
-def _match_entry(entry: Entry, log: Log, words: set, shared: dict, versions: dict) -> Match | None:
+def _match_entry(
+    entry: Entry, log: Log, text: str, words: set, shared: dict, versions: dict
+) -> Match | None:
     best = None
     score = 0.0
     for signature in entry.signatures:
         if not _anchors(signature) <= words:
             continue  # a word of it is nowhere in the log: no need to search
-        index = _find(signature, log)
+        index = _find(signature, log, text)
         if index is None:
             continue
         weight = _specificity(signature) / shared.get(PLACEHOLDER.sub("{}", signature).lower(), 1)
@@ -140,13 +140,16 @@ def _match_entry(entry: Entry, log: Log, words: set, shared: dict, versions: dic
     return Match(entry, round(score * factor, 3), best[1], best[2], release_match)
 
 
-def _find(signature: str, log: Log) -> int | None:
-    """Index of the last line that holds the signature (the latest occurrence says most)."""
+def _find(signature: str, log: Log, text: str) -> int | None:
+    """Index of the last line that holds the signature (the latest occurrence says most), or
+    where it starts when the log wrapped it over lines (pip/uv output, hard-wrapped pastes):
+    the pattern's white space also matches a line break."""
     pattern = signature_pattern(signature)
     for index in range(len(log.lines) - 1, -1, -1):
         if pattern.search(log.lines[index]):
             return index
-    return None
+    last = deque(pattern.finditer(text), maxlen=1)
+    return text.count("\n", 0, last[0].start()) if last else None
 
 
 def _specificity(signature: str) -> float:
