@@ -27,7 +27,7 @@ import argparse  # noqa: E402
 
 from _scaling import cli, facts, launch, plan, trl_args  # noqa: E402
 from _scaling.launch_tables import TRAINERS  # noqa: E402
-from _scaling.preflight_report import render_json, render_text  # noqa: E402
+from _scaling.plan_report import render_json, render_text  # noqa: E402
 
 EPILOG = f"""\
 examples (each judged on recorded facts; drop --facts to judge this machine):

@@ -262,6 +262,7 @@ COVERED_ELSEWHERE = {
     "user-script-unknown-arguments", "trainer-unknown", "gpus-idle", "memory-exceeds-gpu",
     "memory-tight", "memory-unknown", "node-version-skew", "node-count", "trl-release-differs",
     "config-shape", "unknown-distributed-type", "vllm-server-settings-ignored",
+    "vllm-group-port-remote",
 }  # fmt: skip
 
 
@@ -330,6 +331,17 @@ def test_server_settings_in_server_mode_are_advice():
     assert (
         "vllm_gpu_memory_utilization" in finding(report, "vllm-server-settings-ignored")["message"]
     )
+
+
+def test_remote_server_needs_the_group_port():
+    report = judge(
+        [*GRPO, "--use_vllm", "--vllm_mode", "server", "--vllm_server_base_url",
+         "http://10.0.0.5:8000", "--accelerate_config", "zero3"], ("h100_8x_nvlink",),
+    )  # fmt: skip
+    assert problems(report) == set()
+    assert "10.0.0.5:8000 must reach TCP port 51216" in finding(report, "vllm-group-port-remote")[
+        "message"
+    ]
 
 
 # --------------------------------------------------------------------------------------

@@ -20,4 +20,13 @@ Layout, one concern per module:
   memory           judge: per-GPU memory per strategy and the least invasive plan that fits
   troubleshooting  knowledge: references/troubleshooting.md parsed into entries
   diagnosis        judge: the troubleshooting entries a log matches, ranked
+  launch_tables    knowledge: TRL/accelerate/torchrun argument tables, TRL's shipped configs
+  arg_parsers      TRL's and accelerate's parsers rebuilt from launch_tables (no import)
+  trl_args         a TRL command line parsed: the table's parser, or TRL itself in a child
+  trl_probe        run in a child by trl_args: TRL's parser and configs at a world size
+  launch           facts: a planned COMMAND resolved as trl/accelerate/torchrun will run it
+  model_source     facts: a model's config.json from a local folder or the local HF cache
+  plan_rules       knowledge: rules for a planned TRL run (world size, vLLM, PEFT, nodes)
+  plan             judge: the preflight's findings for a resolved plan
+  plan_report      render: the preflight's report as JSON or text
 """

@@ -474,6 +474,9 @@ def describe_plan(collected: Collected, view: plan_rules.PlanView, nodes: list) 
         "memory": view.memory,
         "model": {"name": collected.model.get("name"), "config": collected.model.get("source")},
         "trl_parser": parser,
+        "trl_parser_seconds": {
+            k: probe[k] for k in ("import_s", "parse_s", "seconds") if k in probe
+        },
     }
 
 

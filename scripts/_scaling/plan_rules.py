@@ -486,6 +486,19 @@ def _group_port_clash(view: PlanView) -> str | None:
     return None
 
 
+def _group_port_remote(view: PlanView) -> str | None:
+    if not _server_mode(view):
+        return None
+    _, host, port = _server_url(view)
+    if host in LOCAL_HOSTS:
+        return None
+    group = int(_trl(view, "vllm_group_port", 51216))
+    return (
+        f"the vLLM server at {host}:{port} must reach TCP port {group} (vllm_group_port) on "
+        "this trainer's host for the weight sync; open it in the firewall between them"
+    )
+
+
 def _server_timeout_exceeds_ddp(view: PlanView) -> str | None:
     if not _server_mode(view) or view.world_size < 2:
         return None
@@ -835,6 +848,11 @@ PLAN_RULES = (
     PlanRule("vllm-group-port-clash", "error", "weight sync", _group_port_clash,
              "--vllm_group_port 51217 (any free port the server can reach)",
              "the trainer is rank 0 of the weight-sync group and listens on vllm_group_port",
+             "TRL 1.16.0 trl/generation/vllm_client.py:746 init_communicator (master_port)"),
+    PlanRule("vllm-group-port-remote", "info", "weight sync", _group_port_remote,
+             "allow the server host to connect to vllm_group_port on the trainer host",
+             "the trainer's rank 0 is the rendezvous master of the weight-sync group; the "
+             "server's workers connect to it",
              "TRL 1.16.0 trl/generation/vllm_client.py:746 init_communicator (master_port)"),
     PlanRule("vllm-server-timeout-over-ddp", "warning", "trainer init",
              _server_timeout_exceeds_ddp, "raise --ddp_timeout above vllm_server_timeout",

@@ -121,9 +121,10 @@ def run(spec: dict) -> dict:
     start = time.perf_counter()
     import trl
 
+    script, args = spec["script"], spec["args"]
+    make_parser(spec["trainer"], script)  # imports the config classes (transformers, torch)
     imported = time.perf_counter()
     patch_target(spec.get("target") or {})
-    script, args = spec["script"], spec["args"]
     passes = []
     for index, size in enumerate(spec["world_sizes"]):
         set_world_size(size)
