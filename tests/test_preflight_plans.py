@@ -339,9 +339,10 @@ def test_remote_server_needs_the_group_port():
          "http://10.0.0.5:8000", "--accelerate_config", "zero3"], ("h100_8x_nvlink",),
     )  # fmt: skip
     assert problems(report) == set()
-    assert "10.0.0.5:8000 must reach TCP port 51216" in finding(report, "vllm-group-port-remote")[
-        "message"
-    ]
+    assert (
+        "10.0.0.5:8000 must reach TCP port 51216"
+        in finding(report, "vllm-group-port-remote")["message"]
+    )
 
 
 # --------------------------------------------------------------------------------------
