@@ -35,16 +35,17 @@ _WRAPPER = re.compile(
     r"ChildFailedError|CalledProcessError|returned non-zero exit status|^\S+ FAILED$"
     r"|failed \(exitcode: -?\d+\) local_rank|^Root Cause|See root cause above",
 )
+# Words of a line that reads like a failure; searched in the lowercased log (fast literal scans).
 _ENDING = re.compile(
-    r"(?:Error|Exception|error:|Killed|SIGKILL|exitcode|exit code|exit status|Aborted|"
-    r"core dumped|failed|Timeout|timed out|OOM|out of memory)",
-    re.IGNORECASE,
+    r"error|exception|killed|sigkill|exitcode|exit code|exit status|aborted|core dumped"
+    r"|failed|timeout|timed out|oom|out of memory"
 )
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{4,}")
 _WHOLE_WORD = re.compile(r"(?<![\w\0])[A-Za-z_][A-Za-z0-9_]{4,}(?![\w\0])")
 MAX_LINE = 4000  # longer lines are cut: a signature is a fragment, not a page
 TAIL_WINDOW = 60  # lines before the last error line that still count as "where it ended"
 CONTINUATION = 3  # lines after it that may still be its message (`... (look up to see ...):`)
+TAIL_CHARS = 256 * 1024  # searched first for a signature: the end of a log, where runs fail
 
 
 class Log(NamedTuple):
@@ -71,24 +72,31 @@ def clean_log(text: str, truncated: bool = False) -> Log:
         text = _BAR_PREFIX.sub("", text)
     text = _PREFIXES.sub("", text)
     lines = [line[:MAX_LINE].rstrip() for line in text.split("\n")]
-    return Log(lines, _final_error(lines), truncated)
+    return Log(lines, _final_error(lines, "\n".join(lines).lower()), truncated)
 
 
-def _final_error(lines: list) -> int | None:
-    """The last line that reads like the failure itself (a traceback's last line, a kill), not
-    the launcher's report that a child failed."""
-    for index in range(len(lines) - 1, -1, -1):
-        line = lines[index]
-        starts_a_line = line and not line.startswith((" ", "\t"))
-        if starts_a_line and _ENDING.search(line) and not _WRAPPER.search(line):
-            return index
+def _final_error(lines: list, lowered: str) -> int | None:
+    """Index of the last line that reads like the failure itself (a traceback's last line, a
+    kill), not indented like a traceback frame, and not the launcher's report that a child
+    failed. The tail first, then the whole log, each in one regex pass."""
+    tail = max(0, len(lowered) - TAIL_CHARS)
+    for start in (tail, 0) if tail else (0,):
+        found, index, counted = None, lowered.count("\n", 0, start), start
+        for match in _ENDING.finditer(lowered, start):
+            index += lowered.count("\n", counted, match.start())
+            counted = match.start()
+            line = lines[index]
+            if line[:1] not in ("", " ", "\t") and not _WRAPPER.search(line):
+                found = index
+        if found is not None:
+            return found
     return None
 
 
 def diagnose(log: Log, entries: list, versions: dict, limit: int = 3) -> list:
     """The best `limit` matches, best first."""
-    text = "\n".join(log.lines)
-    words = {w.lower() for w in set(_WORD.findall(text))}
+    text = "\n".join(log.lines).lower()
+    words = set(_WORD.findall(text))
     shared = _shared_signatures(entries)
     matches = []
     for entry in entries:
@@ -125,7 +133,7 @@ def _match_entry(
     for signature in entry.signatures:
         if not _anchors(signature) <= words:
             continue  # a word of it is nowhere in the log: no need to search
-        index = _find(signature, log, text)
+        index = _find(signature, text)
         if index is None:
             continue
         weight = _specificity(signature) / shared.get(PLACEHOLDER.sub("{}", signature).lower(), 1)
@@ -140,16 +148,18 @@ def _match_entry(
     return Match(entry, round(score * factor, 3), best[1], best[2], release_match)
 
 
-def _find(signature: str, log: Log, text: str) -> int | None:
-    """Index of the last line that holds the signature (the latest occurrence says most), or
-    where it starts when the log wrapped it over lines (pip/uv output, hard-wrapped pastes):
-    the pattern's white space also matches a line break."""
-    pattern = signature_pattern(signature)
-    for index in range(len(log.lines) - 1, -1, -1):
-        if pattern.search(log.lines[index]):
-            return index
-    last = deque(pattern.finditer(text), maxlen=1)
-    return text.count("\n", 0, last[0].start()) if last else None
+def _find(signature: str, text: str) -> int | None:
+    """Index of the line where the last occurrence of the signature starts in the lowercased
+    log text (the latest says most). The pattern's white space also matches a line break, so a
+    message the log wrapped over lines (pip/uv output, hard-wrapped pastes) is found too. The
+    tail is searched first: runs fail at the end, so a 10 MB log is rarely read whole."""
+    pattern = signature_pattern(signature.lower(), flags=0)
+    tail = max(0, len(text) - TAIL_CHARS)
+    for start in (tail, 0) if tail else (0,):
+        last = deque(pattern.finditer(text, start), maxlen=1)
+        if last:
+            return text.count("\n", 0, last[0].start())
+    return None
 
 
 def _specificity(signature: str) -> float:

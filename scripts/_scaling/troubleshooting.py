@@ -166,9 +166,10 @@ def parse_sources(text: str, where: str = "Source") -> tuple:
     return sources
 
 
-def signature_pattern(signature: str) -> re.Pattern:
+def signature_pattern(signature: str, flags: int = re.IGNORECASE) -> re.Pattern:
     """A signature as a regex: literal text, {placeholders} as wildcards, any run of white
-    space as white space, letters in any case."""
+    space as white space, letters in any case (`flags=0` for a lowercased signature searched in
+    lowercased text: the same matches, and re's fast literal search)."""
     parts = []
     for index, chunk in enumerate(PLACEHOLDER.split(signature)):
         if index:
@@ -177,7 +178,7 @@ def signature_pattern(signature: str) -> re.Pattern:
         lead = r"\s+" if chunk[:1].isspace() and index else ""
         tail = r"\s+" if chunk[-1:].isspace() and words else ""
         parts.append(lead + r"\s+".join(words) + tail)
-    return re.compile("".join(parts), re.IGNORECASE)
+    return re.compile("".join(parts), flags)
 
 
 def signature_sample(signature: str) -> str:
