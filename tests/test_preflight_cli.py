@@ -248,3 +248,48 @@ def test_no_torch_or_trl_import_in_the_preflight_process():
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert "HEAVY []" in proc.stderr and '"plan"' in proc.stdout, proc.stderr
+
+
+# --------------------------------------------------------------------------------------
+# The README's examples run as written (with the embedded table, for speed)
+# --------------------------------------------------------------------------------------
+
+
+def readme_examples() -> list:
+    """(command tokens, expected exit) of each command in the README's preflight section; a
+    `# fails:` comment before a command means it must exit 1."""
+    import re
+    import shlex
+
+    from preflight_support import HERE
+
+    text = (HERE.parent / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Check a launch before running it", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    examples, pending, fails = [], "", False
+    for line in block.splitlines():
+        if not pending and line.startswith("#"):
+            fails = line.startswith("# fails")
+            continue
+        pending += line + "\n"
+        try:
+            tokens = shlex.split(pending.replace("\\\n", " "))
+        except ValueError:
+            continue  # inside a quoted string
+        if pending.rstrip().endswith("\\"):
+            continue
+        examples.append((tokens, 1 if fails else 0))
+        pending, fails = "", False
+    return examples
+
+
+def test_readme_examples_run_as_written():
+    examples = readme_examples()
+    assert len(examples) >= 8
+    for tokens, expected in examples:
+        assert tokens[:2] == ["python3", "scripts/preflight.py"], tokens
+        proc = subprocess.run(
+            [sys.executable, tokens[1], "--trl", "no", *tokens[2:]],
+            capture_output=True, text=True, timeout=60, cwd=str(PREFLIGHT.parents[1]),
+        )  # fmt: skip
+        assert proc.returncode == expected, (tokens, proc.stdout[-800:], proc.stderr)
