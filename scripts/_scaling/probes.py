@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pkgutil
 import signal
 import subprocess
 import sys
@@ -85,7 +84,9 @@ def start_python_probe(
     module: str, timeout: float, extra: dict | None = None, env: dict | None = None
 ) -> Child:
     """Run the source of `_scaling/<module>.py` in a child interpreter that sees our sys.path."""
-    source = pkgutil.get_data(__package__, f"{module}.py")
+    # This module's loader reads its sibling from a folder or a zipapp alike (what
+    # pkgutil.get_data does, without importing pkgutil).
+    source = __loader__.get_data(os.path.join(os.path.dirname(__file__), f"{module}.py"))
     spec = dict(extra or {}, path=sys.path, mark=RESULT_MARK)
     cmd = [sys.executable, *(["-S"] if sys.flags.no_site else []), "-c", source.decode()]
     child_env = dict(os.environ, PYTHONWARNINGS="ignore", **(env or {}))
