@@ -52,6 +52,9 @@ PLANS_SUITE = [
     ("4xa100-fsdp2-own-checkpointing", ("a100_80gb_4x",),
      [*SFT, "--accelerate_config", "fsdp2", "--num_processes", "4",
       "--fsdp_activation_checkpointing", "true", "--gradient_checkpointing", "false"], set()),
+    ("4xa100-fsdp2-activation-checkpointing-off", ("a100_80gb_4x",),
+     [*SFT, "--accelerate_config", "fsdp2", "--num_processes", "4",
+      "--fsdp_activation_checkpointing", "true", "--activation_checkpointing", "false"], set()),
     ("4xa100-zero1-no-accumulation", ("a100_80gb_4x",),
      [*SFT, "--accelerate_config", "zero1", "--num_processes", "4"], set()),
     ("4xa100-recipe-num-processes", ("a100_80gb_4x",),
@@ -345,6 +348,17 @@ def test_remote_server_needs_the_group_port():
     )
 
 
+def test_package_outside_trls_window_is_its_verdict():
+    """The check script's verdict decides: vLLM 0.33.0 is outside TRL 1.16.0's 0.22.0-0.31.0."""
+    newer = machine_with("h100_8x_nvlink", "h100-vllm-0.33.json", packages={"vllm": "0.33.0"})
+    command = ["trl", "grpo", "--config", p("grpo_recipe.yaml"), "--accelerate_config", "zero3"]
+    report = judge(command, (newer,))
+    found = finding(report, "backend-vllm")
+    assert found["severity"] == "warning" and "0.33.0" in found["message"]
+    assert "0.31.0" in found["fix"]
+    assert problems(judge(command, ("h100_8x_nvlink",))) == set()
+
+
 # --------------------------------------------------------------------------------------
 # Memory through the estimator
 # --------------------------------------------------------------------------------------
@@ -375,6 +389,44 @@ def test_memory_fix_is_the_estimators_recommendation():
     found = finding(report, "memory-exceeds-gpu")
     advice = report["plan"]["memory"]["recommendation"]
     assert advice["fits"] and advice["strategy"] in found["fix"]
+
+
+ESTIMATOR_CASES = [
+    # (machines, preflight arguments after SFT, the same run in estimate_memory.py's words)
+    ("rtx4090_2x", ["--num_processes", "2"],
+     ["--dtype", "fp32", "--compute-dtype", "bf16", "--gpus", "2"], "ddp"),
+    ("a100_80gb_4x", ["--accelerate_config", "zero3", "--num_processes", "4", "--dtype",
+                      "bfloat16", "--per_device_train_batch_size", "4", "--max_length", "2048"],
+     ["--dtype", "bf16", "--compute-dtype", "bf16", "--gpus", "4", "--batch-size", "4",
+      "--seq-len", "2048"], "zero3"),
+    ("h100_8x_nvlink", ["--accelerate_config", "fsdp2", "--use_peft", "--lora_r", "32",
+                        "--no_gradient_checkpointing"],
+     ["--dtype", "fp32", "--compute-dtype", "bf16", "--gpus", "8", "--tuning", "lora",
+      "--lora-r", "32", "--no-gradient-checkpointing"], "fsdp2"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("machine_name, ours, theirs, strategy", ESTIMATOR_CASES)
+def test_memory_is_the_estimators_own(machine_name, ours, theirs, strategy):
+    """One source: the same run through estimate_memory.py gives the same per-GPU total."""
+    import json
+    import subprocess
+    import sys
+
+    from preflight_support import MACHINES, script_modules
+
+    config = str(MODELS / "llama-3.1-8b.json")
+    report = judge([*SFT, *ours], (machine_name,), model_config=config)
+    estimator = subprocess.run(
+        [sys.executable, str(script_modules.SCRIPTS / "estimate_memory.py"), "--model-config",
+         config, "--trainer", "sft", "--facts", str(MACHINES / f"{machine_name}.json"),
+         "--json", *theirs],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert estimator.returncode == 0, estimator.stderr
+    expected = json.loads(estimator.stdout)["strategies"][strategy]["total_gb"]
+    assert report["plan"]["memory"]["strategy"] == strategy
+    assert report["plan"]["memory"]["total_gb"] == expected
 
 
 def test_memory_unknown_model_says_so():

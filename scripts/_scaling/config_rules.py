@@ -418,6 +418,17 @@ def backends_used(launch: Launch) -> list:
     return used + _trl_backends(launch, {name for _, name in used})
 
 
+# When a backend the launch uses shows that it is missing or unusable: its package is imported
+# when accelerate starts the processes (deepspeed, NCCL), when the model loads (attention
+# kernels, bitsandbytes, Hub kernels) or when the trainer is built (vLLM, PEFT, Liger).
+BACKEND_STAGES = {
+    "deepspeed": "launch", "fsdp2": "trainer init", "nccl": "launch", "bf16": "first step",
+    "flash_attn": "model load", "qlora": "model load", "kernels": "model load",
+    "vllm": "trainer init", "peft": "trainer init", "liger": "trainer init",
+    "context_parallel": "trainer init", "ulysses": "trainer init",
+}  # fmt: skip
+
+
 # The backends a TRL setting needs (their verdicts: backend_rules.BACKENDS). The check script
 # passes only TRL's defaults, which use none of these.
 FLASH_ATTENTION = ("flash_attention_2", "flash_attention_3", "flash_attention_4")

@@ -362,15 +362,12 @@ def merge_launch(flags: dict, given: set, config: dict | None, device_count: int
         if flags.get("num_processes") is None:
             values["num_processes"] = device_count
         values.setdefault("num_machines", 1)
-        values.setdefault("mixed_precision", "no")
         if values["distributed_type"] == "FSDP":  # the flags' own defaults (fsdp_version 1)
             fsdp = values.setdefault("fsdp_config", {})
             for dest, default in _flag_defaults().items():
                 if _section(dest) == "fsdp_config" and default is not None:
                     fsdp.setdefault(dest, default)
     values.setdefault("gpu_ids", "all")
-    if values.get("mixed_precision") is None:  # commands/launch.py:1287: unset means "no"
-        values["mixed_precision"] = "no"
     return values
 
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from . import launch, memory, model_shape, plan_rules, trl_args, verdicts
 from .accelerators import VISIBILITY_VARIABLES, parse_visible_devices
 from .cli import UsageError
-from .config_rules import Launch
+from .config_rules import BACKEND_STAGES, Launch
 from .model_source import find_model_config, read_model_config
 
 SCHEMA_VERSION = 1
@@ -192,6 +192,10 @@ def launch_rule_findings(view: plan_rules.PlanView, collected: Collected) -> lis
             r.values, trl, len(node.visible), node.ctx.min_cc, r.flags, config_path(r)
         )
         for finding in verdicts.launch_findings(launch_view, node.ctx):
+            backend = (
+                finding["id"][len("backend-") :] if finding["id"].startswith("backend-") else ""
+            )
+            finding["stage"] = BACKEND_STAGES.get(backend, finding["stage"])
             if len(view.nodes) > 1:
                 finding["message"] = f"{node.label}: {finding['message']}"
             finding.setdefault("why", "")
@@ -222,7 +226,9 @@ def memory_view(collected: Collected, view: plan_rules.PlanView) -> dict:
         shape = model_shape.count_params(model["config"])
     except (KeyError, TypeError, ValueError, ZeroDivisionError, UsageError) as exc:
         return {"unknown": f"cannot count the model's parameters ({exc})"}
-    settings = memory_settings(view, min(memories) * 2**20 / memory.GB, collected)
+    # The card size as estimate_memory.py reads a detected GPU (memory.card_gib), in GB.
+    card = memory.card_gib(min(memories) / 1024)
+    settings = memory_settings(view, card * memory.GIB / memory.GB, collected)
     strategy = strategy_of(view)
     try:
         if hasattr(memory, "check_settings"):
@@ -236,6 +242,7 @@ def memory_view(collected: Collected, view: plan_rules.PlanView) -> dict:
         "params": shape.params,
         "total_gb": round(estimate.total / memory.GB, 2),
         "gpu_gb": round(settings.gpu_memory_gb, 2),
+        "gpu_gib": round(card, 2),
         "usable_gb": round(memory.usable_bytes(settings) / memory.GB, 2),
         "recommendation": advice,
         "settings": {k: v for k, v in dataclasses.asdict(settings).items() if v is not None},
@@ -277,6 +284,7 @@ def memory_settings(view: plan_rules.PlanView, gpu_gb: float, collected: Collect
             "eager" if attention == "eager" else "sdpa"),
         "beta": trl.get("beta"),
         "precompute_ref_log_probs": bool(trl.get("precompute_ref_log_probs")),
+        "double_quant": bool(trl.get("use_bnb_nested_quant")),
         "gradient_accumulation_steps": int(trl.get("gradient_accumulation_steps") or 1),
         "steps_per_generation": trl.get("steps_per_generation"),
         "num_generations": trl.get("num_generations"),
@@ -308,20 +316,25 @@ def sequence_length(view: plan_rules.PlanView) -> int:
 
 
 def strategy_of(view: plan_rules.PlanView) -> str:
+    """The estimator's name for the plan's sharding (memory.STRATEGIES)."""
     values = view.accelerate
     if view.distributed_type == "DEEPSPEED":
         ds = values.get("deepspeed_config") or {}
         stage = ds.get("zero_stage")
-        offload = any(str(ds.get(k) or "none") != "none" for k in (
-            "offload_param_device", "offload_optimizer_device"))  # fmt: skip
-        return {0: "ddp", 1: "zero1", 2: "zero2"}.get(
-            stage, "zero3_offload" if offload else "zero3"
-        )
-    if view.distributed_type == "FSDP":
+        params = str(ds.get("offload_param_device") or "none") != "none"
+        optimizer = str(ds.get("offload_optimizer_device") or "none") != "none"
+        name = {0: "ddp", 1: "zero1", 2: "zero2"}.get(stage, "zero3")
+        if name == "zero3" and params:
+            name = "zero3_offload"
+        elif name in ("zero2", "zero3") and optimizer:
+            name += "_offload_opt"
+    elif view.distributed_type == "FSDP":
         fsdp = values.get("fsdp_config") or {}
         offload = str(fsdp.get("fsdp_offload_params")).lower() == "true"
-        return "fsdp2_offload" if offload else "fsdp2"
-    return "ddp"
+        name = "fsdp2_offload" if offload else "fsdp2"
+    else:
+        name = "ddp"
+    return name if name in memory.STRATEGIES else name.split("_offload")[0]
 
 
 def with_trl_verdict(collected: Collected) -> Collected:

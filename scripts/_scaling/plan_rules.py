@@ -632,7 +632,7 @@ def _memory_exceeds(view: PlanView) -> object:
         return None
     message = (
         f"{m['strategy']} needs about {m['total_gb']:g} GB per GPU; the smallest GPU used has "
-        f"{m['gpu_gb']:g} GB"
+        f"{m['gpu_gb']:g} GB (a {m['gpu_gib']:g} GiB card)"
     )
     return message, _memory_advice(view)
 
@@ -643,7 +643,7 @@ def _memory_tight(view: PlanView) -> object:
         return None
     message = (
         f"{m['strategy']} needs about {m['total_gb']:g} GB per GPU, more than the "
-        f"{m['usable_gb']:g} GB left after headroom on {m['gpu_gb']:g} GB GPUs"
+        f"{m['usable_gb']:g} GB left after headroom on {m['gpu_gib']:g} GiB cards"
     )
     return message, _memory_advice(view)
 
