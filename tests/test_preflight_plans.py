@@ -108,6 +108,9 @@ PLANS_SUITE = [
     ("bad-int", ("l4",), [*SFT, "--per_device_train_batch_size", "two"],
      {"trl-rejects-argument"}),
     ("bool-none-needs-value", ("l4",), [*SFT, "--bf16"], {"trl-rejects-argument"}),
+    ("trl-script-bad-int", ("a100_80gb_4x",),
+     ["accelerate", "launch", "--num_processes", "4", "--multi_gpu", f"{TRL_SCRIPTS}/sft.py",
+      *M, *D, "--per_device_train_batch_size", "two"], {"script-rejects-argument"}),
     ("config-name", ("l4",), [*SFT, "--accelerate_config", "zero4"], {"accelerate-config-name"}),
     ("trl-script-typo", ("a100_80gb_4x",),
      ["accelerate", "launch", "--num_processes", "4", "--multi_gpu", f"{TRL_SCRIPTS}/sft.py",
@@ -265,8 +268,28 @@ COVERED_ELSEWHERE = {
     "user-script-unknown-arguments", "trainer-unknown", "gpus-idle", "memory-exceeds-gpu",
     "memory-tight", "memory-unknown", "node-version-skew", "node-count", "trl-release-differs",
     "config-shape", "unknown-distributed-type", "vllm-server-settings-ignored",
-    "vllm-group-port-remote",
+    "vllm-group-port-remote", "recipe-value-type",
 }  # fmt: skip
+
+
+def test_recipe_values_of_the_wrong_type(tmp_path):
+    recipe = tmp_path / "weird.yaml"
+    recipe.write_text(
+        "model_name_or_path: m\ndataset_name: d\nper_device_train_batch_size: [1, 2]\n"
+        "num_generations: {a: 1}\ngradient_accumulation_steps: true\nuse_vllm: yes\n"
+        "vllm_tensor_parallel_size: 2.5\nlearning_rate: 1e-5\n"
+    )
+    report = judge(["trl", "grpo", "--config", str(recipe)], ("h100_8x_nvlink",))
+    assert problems(report) == {"recipe-value-type"}
+    message = finding(report, "recipe-value-type")["message"]
+    for key in ("per_device_train_batch_size", "num_generations", "gradient_accumulation_steps",
+                "vllm_tensor_parallel_size"):  # fmt: skip
+        assert key in message, key
+    assert "learning_rate" not in message  # YAML text '1e-5': argparse converts it
+    fixed = judge(["trl", "grpo", "--config", str(recipe), "--per_device_train_batch_size", "8",
+                   "--num_generations", "8", "--gradient_accumulation_steps", "1",
+                   "--vllm_tensor_parallel_size", "2"], ("h100_8x_nvlink",))  # fmt: skip
+    assert problems(fixed) == set()
 
 
 def test_trl_process_builds_the_config_with_world_size_one():

@@ -491,6 +491,14 @@ def _parse_script_args(trainer: str | None, kind: str, args: list) -> trl_args.T
         raise CommandError(str(exc)) from None
 
 
+def _parse_failures(parse: trl_args.TrlParse | None) -> list:
+    """A launched script's refusals: argparse exits (TRL's parser runs in each process)."""
+    if parse is None:
+        return []
+    failures = [("script-rejects-argument", parse.failure)] if parse.failure else []
+    return failures + [("recipe-value-type", wrong) for wrong in parse.type_errors]
+
+
 def _resolve_trl(args: list, env: dict, default_config: dict | None, device_count: int) -> Resolved:
     trainer, all_args = args[0], args[1:]
     try:
@@ -500,6 +508,7 @@ def _resolve_trl(args: list, env: dict, default_config: dict | None, device_coun
     failures = []
     if parse.failure:
         failures.append(("trl-rejects-argument", parse.failure))
+    failures += [("recipe-value-type", wrong) for wrong in parse.type_errors]
     launch_args = parse.config_remaining + parse.cli_remaining
     launch_args, config, source, failure = resolve_accelerate_config(launch_args)
     if failure:
@@ -557,7 +566,8 @@ def _resolve_accelerate_script(
     parse = _parse_script_args(trainer, kind, script_args)
     return Resolved(
         "accelerate", trainer, told, kind, script, dict(env, **(parse.recipe_env if parse else {})),
-        parse, script_args, script_args, values, {k: flags[k] for k in given}, source, [], world, machines,
+        parse, script_args, script_args, values, {k: flags[k] for k in given}, source,
+        _parse_failures(parse), world, machines,
         per_node, values["distributed_type"], values.get("gpu_ids"),
     )  # fmt: skip
 
@@ -586,8 +596,7 @@ def _resolve_torchrun(args: list, env: dict, hint: str | None, device_count: int
     given = {k: flags[k] for k in arg_parsers.given(namespace) - positional}
     return Resolved(
         "torchrun", trainer, told, kind, script, env, parse, script_args, script_args, values,
-        given, None,
-        [], per_node * machines, machines, per_node, values["distributed_type"], None,
+        given, None, _parse_failures(parse), per_node * machines, machines, per_node, values["distributed_type"], None,
     )  # fmt: skip
 
 
@@ -600,7 +609,7 @@ def _resolve_python(args: list, env: dict, hint: str | None) -> Resolved:
     values["distributed_type"] = "NO"
     return Resolved(
         "python", trainer, told, kind, script, env, parse, script_args, script_args, values, {},
-        None, [],
+        None, _parse_failures(parse),
         1, 1, 1, "NO", None,
     )  # fmt: skip
 

@@ -25,7 +25,8 @@ CONFIG_CLASS_RULES = (
     "generation-batch-groups", "generation-batch-global", "generation-batch-both-set",
     "eval-batch-generations", "num-generations-minimum", "auto-find-batch-size-online",
     "quantization-4bit-and-8bit", "bf16-without-bf16-device", "fp16-and-bf16", "tf32-needs-ampere",
-    "trl-rejects-argument", "script-unknown-arguments",
+    "trl-rejects-argument", "script-unknown-arguments", "script-rejects-argument",
+    "recipe-value-type",
 )  # fmt: skip
 
 
@@ -166,7 +167,7 @@ def unknown_args(collected: Collected) -> tuple:
 def make_view(collected: Collected, nodes: list) -> plan_rules.PlanView:
     r = collected.resolved
     # After a refused argument the values are argparse's defaults: no TRL rule may read them.
-    refused = any(i == "trl-rejects-argument" for i, _ in r.failures)
+    refused = any(i in PARSE_REFUSALS for i, _ in r.failures)
     trl = (
         {}
         if refused or not r.trainer
@@ -392,6 +393,8 @@ def _pass_label(outcome: dict, collected: Collected) -> str:
     return f"each launched process, world size {outcome.get('world_size')}"
 
 
+# Refusals after which the parsed values are argparse's defaults (or of the wrong type).
+PARSE_REFUSALS = ("trl-rejects-argument", "script-rejects-argument", "recipe-value-type")
 # A plan rule that says more than a backend verdict about the same setting replaces it.
 REPLACES = {"bf16-without-bf16-device": "backend-bf16", "vllm-tp-divides-world": None}
 

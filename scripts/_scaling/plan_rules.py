@@ -123,7 +123,7 @@ def _trl(view: PlanView, name: str, default: object = None) -> object:
 
 def _failure(kind: str):
     def check(view: PlanView) -> str | None:
-        return next((m for i, m in view.failures if i == kind), None)
+        return "; ".join(m for i, m in view.failures if i == kind) or None
 
     return check
 
@@ -732,6 +732,17 @@ PLAN_RULES = (
              "the `trl` command parses its arguments with the trainer's dataclasses before "
              "launching, and argparse exits on a value of the wrong type or choice",
              "TRL 1.16.0 trl/scripts/_hf_argparser.py _parse_dataclass_field"),
+    PlanRule("script-rejects-argument", "error", "config", _failure("script-rejects-argument"),
+             "fix the value (a `--flag` of a bool | None field such as --bf16 needs a value: "
+             "--bf16 true)",
+             "each launched process parses the script's arguments with TRL's dataclasses, and "
+             "argparse exits on a value of the wrong type or choice",
+             "TRL 1.16.0 trl/scripts/_hf_argparser.py _parse_dataclass_field"),
+    PlanRule("recipe-value-type", "error", "config", _failure("recipe-value-type"),
+             "write the value as the field's type (a number, true/false, a list)",
+             "argparse converts only text, so a recipe's list, mapping or bool reaches the "
+             "config as it is, and its checks or the trainer fail on it",
+             "TRL 1.16.0 trl/scripts/utils.py set_defaults_with_config (action.default)"),
     PlanRule("accelerate-rejects-argument", "error", "launch",
              _failure("accelerate-rejects-argument"),
              "fix the spelling; every argument TRL does not know goes to `accelerate launch`",

@@ -30,6 +30,7 @@ class TrlParse(NamedTuple):
     failure: str | None  # argparse's error line when it refuses the command line
     recipe: str | None  # the --config path
     recipe_env: dict  # the recipe's env: mapping (exported before launching)
+    type_errors: tuple = ()  # recipe values of a type the field cannot hold, as sentences
 
 
 def split_recipe(args: list) -> tuple:
@@ -84,7 +85,37 @@ def parse_trl_args(trainer: str, args: list, prog: str) -> TrlParse:
         )
     given = frozenset(used) | arg_parsers.given(namespace)
     values = arg_parsers.values(namespace)
-    return TrlParse(values, given, config_remaining, cli_remaining, None, recipe, recipe_env)
+    wrong = tuple(recipe_type_errors(trainer, used, arg_parsers.given(namespace)))
+    return TrlParse(values, given, config_remaining, cli_remaining, None, recipe, recipe_env, wrong)
+
+
+def recipe_type_errors(trainer: str, used: dict, overridden: set) -> list:
+    """Recipe values argparse does not convert (it converts only text defaults) and the field
+    cannot hold: TRL builds the config with them as they are."""
+    kinds = {spec[0]: spec[1] for spec in arg_parsers.trl_specs(trainer)}
+    wrong = []
+    for key, value in used.items():
+        if key in overridden or isinstance(value, str) or value is None:
+            continue
+        kind = kinds.get(key, "").rstrip("?").replace("|none", "")
+        if not _holds(kind, value):
+            wrong.append(f"{key}: {value!r} from the recipe is not {_KIND_WORDS.get(kind, kind)}")
+    return wrong
+
+
+_KIND_WORDS = {"int": "a whole number", "float": "a number", "string_to_bool": "true or false"}
+
+
+def _holds(kind: str, value: object) -> bool:
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "string_to_bool":
+        return isinstance(value, bool)
+    if kind.startswith("list:"):
+        return isinstance(value, list)
+    return True  # text, choices and classes: TRL's own checks decide
 
 
 def known_trainers() -> tuple:
