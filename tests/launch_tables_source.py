@@ -102,6 +102,16 @@ def trl_parser_specs() -> tuple:
     return tuple(common), others
 
 
+def json_fields() -> dict:
+    """{trainer: fields its config reads as JSON when given as text starting with '{'}."""
+    import trl
+
+    classes = {"sft": "SFTConfig", "dpo": "DPOConfig", "grpo": "GRPOConfig",
+               "rloo": "RLOOConfig", "kto": "KTOConfig", "reward": "RewardConfig",
+               "distillation": "DistillationConfig"}  # fmt: skip
+    return {t: tuple(getattr(trl, c)._VALID_DICT_FIELDS) for t, c in classes.items()}
+
+
 def accelerate_launch_specs() -> tuple:
     from accelerate.commands.launch import launch_command_parser
 
@@ -151,6 +161,8 @@ against the installed packages).
   the trainer's config, ModelConfig, DatasetMixtureConfig) as argparse sees it. A spec is
   (dest, kind, default, choices, option strings or None for HfArgumentParser's own: --name and
   --name-with-dashes; --no_name for a store_false complement).
+- TRL_JSON_FIELDS: each config's _VALID_DICT_FIELDS (transformers training_args.py:1525 parses
+  a text value starting with '{{' as JSON in __post_init__).
 - ACCELERATE_LAUNCH: accelerate/commands/launch.py launch_command_parser, the same way.
 - TORCHRUN: torch/distributed/run.py get_args_parser (torch {torch}), the same way.
 - ACCELERATE_CONFIG_KEYS: accelerate/commands/config/config_args.py ClusterConfig fields (a
@@ -180,6 +192,7 @@ def render_module() -> str:
         f"TRAINERS = {TRAINERS!r}\n\n",
         "TRL_COMMON_ARGUMENTS = " + pprint.pformat(common, width=width, compact=True) + "\n\n",
         "TRL_TRAINER_ARGUMENTS = " + pprint.pformat(others, width=width, compact=True) + "\n\n",
+        "TRL_JSON_FIELDS = " + pprint.pformat(json_fields(), width=width, compact=True) + "\n\n",
         "ACCELERATE_LAUNCH = "
         + pprint.pformat(accelerate_launch_specs(), width=width, compact=True)
         + "\n\n",

@@ -165,6 +165,7 @@ TRL_PLANS = [
     "rloo-one-generation", "grpo-auto-batch", "grpo-recipe-parallelism", "colocate-tp-3-of-8",
     "vllm-mode-typo", "lora-on-lm-head", "4bit-and-8bit", "fp16-and-bf16", "bf16-on-cpu",
     "tf32-on-ampere", "fp8-on-ampere", "liger", "no-dataset", "cpu-with-use-cpu",
+    "json-argument", "json-argument-sound",
 ]  # fmt: skip
 # Findings that only show after the launch (model load, trainer init, first step) or on a GPU:
 # the `trl` process and the configs build without them.
@@ -409,6 +410,7 @@ CITED = {
     "fp16-and-bf16": ("transformers/training_args.py", 1785, "At most one of fp16 and bf16"),
     "tf32-needs-ampere": ("transformers/training_args.py", 1682, "--tf32 requires Ampere"),
     "dataset-missing": ("trl/scripts/sft.py", 100, "Either `datasets` or `dataset_name`"),
+    "json-argument-invalid": ("transformers/training_args.py", 1529, "json.loads(passed_value)"),
     "script-unknown-arguments": ("trl/scripts/_hf_argparser.py", 380, "not used by the HfArgumentParser"),
     "accelerate-config-name": ("trl/cli/accelerate_config.py", 40, "is neither a file nor a valid config"),
     "accelerate-rejects-argument": ("trl/cli/commands/training.py", 64, "config_remaining + cli_remaining"),

@@ -6,6 +6,8 @@ against the installed packages).
   the trainer's config, ModelConfig, DatasetMixtureConfig) as argparse sees it. A spec is
   (dest, kind, default, choices, option strings or None for HfArgumentParser's own: --name and
   --name-with-dashes; --no_name for a store_false complement).
+- TRL_JSON_FIELDS: each config's _VALID_DICT_FIELDS (transformers training_args.py:1525 parses
+  a text value starting with '{' as JSON in __post_init__).
 - ACCELERATE_LAUNCH: accelerate/commands/launch.py launch_command_parser, the same way.
 - TORCHRUN: torch/distributed/run.py get_args_parser (torch 2.13.0+cpu), the same way.
 - ACCELERATE_CONFIG_KEYS: accelerate/commands/config/config_args.py ClusterConfig fields (a
@@ -417,6 +419,26 @@ TRL_TRAINER_ARGUMENTS = {'distillation': (('learning_rate', 'float', 1e-06, None
          ('loss_type', 'str', 'nll', ['nll', 'dft', 'chunked_nll'], None),
          ('activation_offloading', 'string_to_bool?', False, None, None),
          ('pad_token', 'str', None, None, None))}
+
+TRL_JSON_FIELDS = {'distillation': ('accelerator_config', 'fsdp_config', 'deepspeed',
+                  'activation_checkpointing_kwargs', 'gradient_checkpointing_kwargs',
+                  'lr_scheduler_kwargs', 'model_init_kwargs', 'teacher_model_init_kwargs',
+                  'generation_kwargs', 'chat_template_kwargs'),
+ 'dpo': ('accelerator_config', 'fsdp_config', 'deepspeed', 'activation_checkpointing_kwargs',
+         'gradient_checkpointing_kwargs', 'lr_scheduler_kwargs', 'model_init_kwargs'),
+ 'grpo': ('accelerator_config', 'fsdp_config', 'deepspeed', 'activation_checkpointing_kwargs',
+          'gradient_checkpointing_kwargs', 'lr_scheduler_kwargs', 'model_init_kwargs',
+          'transformers_continuous_batching_config', 'generation_kwargs', 'chat_template_kwargs'),
+ 'kto': ('accelerator_config', 'fsdp_config', 'deepspeed', 'activation_checkpointing_kwargs',
+         'gradient_checkpointing_kwargs', 'lr_scheduler_kwargs', 'model_init_kwargs'),
+ 'reward': ('accelerator_config', 'fsdp_config', 'deepspeed', 'activation_checkpointing_kwargs',
+            'gradient_checkpointing_kwargs', 'lr_scheduler_kwargs', 'model_init_kwargs'),
+ 'rloo': ('accelerator_config', 'fsdp_config', 'deepspeed', 'activation_checkpointing_kwargs',
+          'gradient_checkpointing_kwargs', 'lr_scheduler_kwargs', 'model_init_kwargs',
+          'transformers_continuous_batching_config', 'generation_kwargs', 'chat_template_kwargs'),
+ 'sft': ('accelerator_config', 'fsdp_config', 'deepspeed', 'activation_checkpointing_kwargs',
+         'gradient_checkpointing_kwargs', 'lr_scheduler_kwargs', 'model_init_kwargs',
+         'dataset_kwargs')}
 
 ACCELERATE_LAUNCH = (('config_file', 'str', None, None, None), ('quiet', 'store_true', None, None, ('--quiet', '-q')),
  ('cpu', 'store_true', False, None, None), ('multi_gpu', 'store_true', False, None, None),

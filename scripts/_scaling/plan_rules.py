@@ -163,6 +163,19 @@ def _no_dataset(view: PlanView) -> str | None:
     return "Either `datasets` or `dataset_name` must be provided."
 
 
+def _json_argument_invalid(view: PlanView) -> str | None:
+    from .launch_tables import TRL_JSON_FIELDS
+
+    for name in TRL_JSON_FIELDS.get(view.trainer or "", ()):
+        value = view.trl.get(name)
+        if isinstance(value, str) and value.startswith("{"):
+            try:
+                json.loads(value)
+            except ValueError as exc:
+                return str(exc)
+    return None
+
+
 def _unknown_trainer(view: PlanView) -> str | None:
     if view.trainer:
         return None
@@ -365,7 +378,11 @@ def _vllm_mode_invalid(view: PlanView) -> str | None:
 
 def _tp_divides_world(view: PlanView) -> str | None:
     tp = int(_trl(view, "vllm_tensor_parallel_size", 1))
-    if not _colocate(view) or view.world_size % tp == 0:
+    if not _colocate(view):
+        return None
+    if tp == 0:
+        return "integer modulo by zero"  # ZeroDivisionError from the same check
+    if view.world_size % tp == 0:
         return None
     return f"tensor_parallel_size ({tp}) must divide world size ({view.world_size}) evenly."
 
@@ -763,6 +780,12 @@ PLAN_RULES = (
              "check the names; fine if the script adds a dataclass of its own",
              "a script of your own may parse more than TRL's dataclasses",
              "TRL 1.16.0 trl/scripts/_hf_argparser.py parse_args_into_dataclasses"),
+    PlanRule("json-argument-invalid", "error", "config", _json_argument_invalid,
+             "quote the JSON for the shell: --model_init_kwargs '{\"dtype\": \"bfloat16\"}'",
+             "a dict-valued argument given as text starting with '{' is parsed as JSON when the "
+             "config is built",
+             "transformers 5.24.0 training_args.py:1529 (json.loads); TRL 1.16.0 "
+             "_VALID_DICT_FIELDS of each config"),
     PlanRule("dataset-missing", "error", "config", _no_dataset,
              "--dataset_name NAME (or a datasets: list in the recipe)",
              "TRL's training scripts load the dataset before building the trainer",
