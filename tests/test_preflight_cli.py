@@ -140,6 +140,14 @@ def test_json_contract():
     assert report["summary"]["error"] == 1
 
 
+def test_secrets_in_the_command_are_not_printed():
+    command = ["HF_TOKEN=hf_secret123", "trl", "grpo", "--dataset_name", "d", "--use_vllm",
+               "--vllm_mode", "server", "--vllm_server_base_url", "http://user:pw0rd@10.0.0.5:8000"]  # fmt: skip
+    for extra in ([], ["--json"]):
+        proc = run("--trl", "no", *extra, "--facts", L4, "--", *command)
+        assert "hf_secret123" not in proc.stdout and "pw0rd" not in proc.stdout, proc.stdout
+
+
 def test_text_report_fits_the_terminal():
     proc = run("--trl", "no", "--facts", str(MACHINES / "rtx4090_2x.json"), "--", *SFT,
                "--accelerate_config", "multi_gpu", env={"COLUMNS": "80"})  # fmt: skip

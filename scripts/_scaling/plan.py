@@ -14,6 +14,7 @@ from . import launch, memory, model_shape, plan_rules, trl_args, verdicts
 from .accelerators import VISIBILITY_VARIABLES, parse_visible_devices
 from .cli import UsageError
 from .config_rules import BACKEND_STAGES, Launch
+from .environment import redact, redact_url_credentials
 from .model_source import find_model_config, read_model_config
 
 SCHEMA_VERSION = 1
@@ -457,7 +458,7 @@ def describe_plan(collected: Collected, view: plan_rules.PlanView, nodes: list) 
         "trainer": r.trainer,
         "trainer_source": r.trainer_source,
         "script": r.script,
-        "env": r.env,
+        "env": {k: redact(k, str(v)) for k, v in r.env.items()},
         "world_size": r.world_size,
         "num_machines": r.num_machines,
         "processes_per_node": r.processes_per_node,
@@ -486,7 +487,7 @@ def describe_plan(collected: Collected, view: plan_rules.PlanView, nodes: list) 
             k: trl.get(k)
             for k in ("use_peft", "lora_r", "lora_target_modules", "load_in_4bit", "load_in_8bit")
         },  # fmt: skip
-        "trl": {k: trl.get(k) for k in SHOWN_TRL if k in trl},
+        "trl": {k: _shown(trl.get(k)) for k in SHOWN_TRL if k in trl},
         "memory": view.memory,
         "model": {"name": collected.model.get("name"), "config": collected.model.get("source")},
         "trl_parser": parser,
@@ -512,11 +513,12 @@ def _vllm_plan(collected: Collected, view: plan_rules.PlanView) -> dict | None:
     server = collected.server
     if server is not None:
         plan["server"] = dict(server._asdict(), gpus=[d.get("index") for d in view.server_devices])
+        plan["server"]["env"] = {k: redact(k, str(v)) for k, v in server.env.items()}
     return plan
 
 
-def env_for(resolved: launch.Resolved) -> dict:
-    return dict(os.environ, **resolved.env)
+def _shown(value: object) -> object:
+    return redact_url_credentials(value) if isinstance(value, str) else value
 
 
 def collect_plan(

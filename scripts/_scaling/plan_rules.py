@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Callable, NamedTuple
 
+from .environment import redact_url_credentials
 from .versions import release_line
 
 ONLINE = ("grpo", "rloo", "distillation")  # trainers that generate and validate a generation batch
@@ -421,7 +422,8 @@ def _server_unreachable(view: PlanView) -> object:
         return None
     timeout = float(_trl(view, "vllm_server_timeout", 240.0))
     message = (
-        f"The vLLM server can't be reached at {base} after {timeout} seconds. Make sure the "
+        f"The vLLM server can't be reached at {redact_url_credentials(base)} after {timeout} "
+        "seconds. Make sure the "
         "server is running by running `vllm serve`."
     )
     return message, f"--vllm_server_port {view.server.port} (the port the server listens on)"
