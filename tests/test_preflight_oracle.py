@@ -108,12 +108,13 @@ def run_accelerate(argv: list, monkeypatch) -> dict:
     return dict(record)
 
 
-def build_config(trainer: str, args: list, world: int, monkeypatch, prog: str = "x.py"):
-    """What each launched process does first: TRL's script parser at the planned world size."""
+def build_config(trainer: str, args: list, world: int, monkeypatch):
+    """What each launched process does first: TRL's script parser at the planned world size
+    (argparse names it after the script file: sft.py)."""
     from transformers import TrainingArguments
 
     monkeypatch.setattr(TrainingArguments, "world_size", property(lambda self: world))
-    parser = importlib.import_module(f"trl.scripts.{trainer}").make_parser(prog=prog)
+    parser = importlib.import_module(f"trl.scripts.{trainer}").make_parser(prog=f"{trainer}.py")
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
@@ -236,6 +237,7 @@ def test_trl_process_world_size_is_one(monkeypatch, on_target):
 
 ACCELERATE_PLANS = [
     "4xa100-accelerate-trl-script", "4xa100-accelerate-grpo-world-4", "4xa100-deepspeed-json",
+    "trl-script-bad-int",
     "2x24gb-sft-context-parallel", "trl-script-typo", "config-unknown-key", "flags-conflict",
     "multi-gpu-one-process", "parallelism-flag", "num-processes-unset", "one-gpu-id",
     "deepspeed-json-and-keys", "grpo-groups-at-world-4", "grpo-context-parallel",
