@@ -102,14 +102,22 @@ def trl_parser_specs() -> tuple:
     return tuple(common), others
 
 
+def config_classes() -> dict:
+    """{trainer: the config class its `trl <cmd>` parser builds}."""
+    return {
+        name: importlib.import_module(f"trl.scripts.{name}")
+        .make_parser()
+        .dataclass_types[1]
+        .__name__
+        for name in TRAINERS
+    }
+
+
 def json_fields() -> dict:
     """{trainer: fields its config reads as JSON when given as text starting with '{'}."""
     import trl
 
-    classes = {"sft": "SFTConfig", "dpo": "DPOConfig", "grpo": "GRPOConfig",
-               "rloo": "RLOOConfig", "kto": "KTOConfig", "reward": "RewardConfig",
-               "distillation": "DistillationConfig"}  # fmt: skip
-    return {t: tuple(getattr(trl, c)._VALID_DICT_FIELDS) for t, c in classes.items()}
+    return {t: tuple(getattr(trl, c)._VALID_DICT_FIELDS) for t, c in config_classes().items()}
 
 
 def accelerate_launch_specs() -> tuple:
@@ -161,6 +169,7 @@ against the installed packages).
   the trainer's config, ModelConfig, DatasetMixtureConfig) as argparse sees it. A spec is
   (dest, kind, default, choices, option strings or None for HfArgumentParser's own: --name and
   --name-with-dashes; --no_name for a store_false complement).
+- TRL_CONFIG_CLASSES: the config class each `trl <cmd>` parser builds.
 - TRL_JSON_FIELDS: each config's _VALID_DICT_FIELDS (transformers training_args.py:1525 parses
   a text value starting with '{{' as JSON in __post_init__).
 - ACCELERATE_LAUNCH: accelerate/commands/launch.py launch_command_parser, the same way.
@@ -192,6 +201,9 @@ def render_module() -> str:
         f"TRAINERS = {TRAINERS!r}\n\n",
         "TRL_COMMON_ARGUMENTS = " + pprint.pformat(common, width=width, compact=True) + "\n\n",
         "TRL_TRAINER_ARGUMENTS = " + pprint.pformat(others, width=width, compact=True) + "\n\n",
+        "TRL_CONFIG_CLASSES = "
+        + pprint.pformat(config_classes(), width=width, compact=True)
+        + "\n\n",
         "TRL_JSON_FIELDS = " + pprint.pformat(json_fields(), width=width, compact=True) + "\n\n",
         "ACCELERATE_LAUNCH = "
         + pprint.pformat(accelerate_launch_specs(), width=width, compact=True)

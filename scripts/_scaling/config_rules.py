@@ -250,7 +250,7 @@ def _num_processes_unset(launch: Launch) -> str | None:
 def _too_few_gpu_ids(launch: Launch) -> str | None:
     ids = launch.values.get("gpu_ids")
     machines = launch.values.get("num_machines") or 1
-    if ids is None or str(ids) == "all" or launch.distributed_type not in _MULTI_DEVICE:
+    if ids is None or str(ids) == "all" or launch.distributed_type not in MULTI_DEVICE_TYPES:
         return None
     if len(str(ids).split(",")) < 2 and _is_int(machines) and machines <= 1:
         return (
@@ -260,7 +260,8 @@ def _too_few_gpu_ids(launch: Launch) -> str | None:
     return None
 
 
-_MULTI_DEVICE = ("MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU",
+# accelerate 1.15.0 commands/launch.py:1231: the types launched as multi-device
+MULTI_DEVICE_TYPES = ("MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU",
                  "MULTI_HPU", "MULTI_NEURON")  # fmt: skip
 
 

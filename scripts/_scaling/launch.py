@@ -33,10 +33,6 @@ TOP_LEVEL = (
     "num_processes", "num_machines", "machine_rank", "gpu_ids", "main_process_ip",
     "main_process_port", "rdzv_backend", "same_network", "mixed_precision", "downcast_bf16",
 )  # fmt: skip
-MULTI_DEVICE_TYPES = (
-    "MULTI_GPU", "MULTI_NPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU", "MULTI_HPU",
-    "MULTI_NEURON",
-)  # fmt: skip  # accelerate 1.15.0 commands/launch.py:1231
 
 
 class CommandError(Exception):
@@ -419,12 +415,6 @@ def trl_script_trainer(script: str | None) -> str | None:
     return None
 
 
-TRAINER_CLASSES = {
-    "SFT": "sft", "DPO": "dpo", "GRPO": "grpo", "RLOO": "rloo", "KTO": "kto", "Reward": "reward",
-    "Distillation": "distillation",
-}  # fmt: skip
-
-
 def trainer_from_source(script: str | None) -> str | None:
     """The one TRL config or trainer class a user's script names (None if none or several)."""
     from .files import read_text
@@ -432,12 +422,9 @@ def trainer_from_source(script: str | None) -> str | None:
     text = read_text(script, 2_000_000) if script and os.path.isfile(script) else None
     if not text:
         return None
-    found = {
-        TRAINER_CLASSES[m]
-        for m in re.findall(
-            r"\b(SFT|DPO|GRPO|RLOO|KTO|Reward|Distillation)(?:Config|Trainer)\b", text
-        )
-    }
+    by_prefix = {c[: -len("Config")]: t for t, c in launch_tables.TRL_CONFIG_CLASSES.items()}
+    pattern = r"\b(" + "|".join(by_prefix) + r")(?:Config|Trainer)\b"
+    found = {by_prefix[m] for m in re.findall(pattern, text)}
     return found.pop() if len(found) == 1 else None
 
 

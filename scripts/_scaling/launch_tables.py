@@ -6,6 +6,7 @@ against the installed packages).
   the trainer's config, ModelConfig, DatasetMixtureConfig) as argparse sees it. A spec is
   (dest, kind, default, choices, option strings or None for HfArgumentParser's own: --name and
   --name-with-dashes; --no_name for a store_false complement).
+- TRL_CONFIG_CLASSES: the config class each `trl <cmd>` parser builds.
 - TRL_JSON_FIELDS: each config's _VALID_DICT_FIELDS (transformers training_args.py:1525 parses
   a text value starting with '{' as JSON in __post_init__).
 - ACCELERATE_LAUNCH: accelerate/commands/launch.py launch_command_parser, the same way.
@@ -419,6 +420,14 @@ TRL_TRAINER_ARGUMENTS = {'distillation': (('learning_rate', 'float', 1e-06, None
          ('loss_type', 'str', 'nll', ['nll', 'dft', 'chunked_nll'], None),
          ('activation_offloading', 'string_to_bool?', False, None, None),
          ('pad_token', 'str', None, None, None))}
+
+TRL_CONFIG_CLASSES = {'distillation': 'DistillationConfig',
+ 'dpo': 'DPOConfig',
+ 'grpo': 'GRPOConfig',
+ 'kto': 'KTOConfig',
+ 'reward': 'RewardConfig',
+ 'rloo': 'RLOOConfig',
+ 'sft': 'SFTConfig'}
 
 TRL_JSON_FIELDS = {'distillation': ('accelerator_config', 'fsdp_config', 'deepspeed',
                   'activation_checkpointing_kwargs', 'gradient_checkpointing_kwargs',

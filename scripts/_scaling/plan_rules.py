@@ -150,10 +150,9 @@ def _user_script_unknown_args(view: PlanView) -> str | None:
 
 
 def _config_class(view: PlanView) -> str:
-    return {
-        "sft": "SFTConfig", "dpo": "DPOConfig", "grpo": "GRPOConfig", "rloo": "RLOOConfig",
-        "kto": "KTOConfig", "reward": "RewardConfig", "distillation": "DistillationConfig",
-    }.get(view.trainer or "", "the TRL config")  # fmt: skip
+    from .launch_tables import TRL_CONFIG_CLASSES
+
+    return TRL_CONFIG_CLASSES.get(view.trainer or "", "the TRL config")
 
 
 def _no_dataset(view: PlanView) -> str | None:
