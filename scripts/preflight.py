@@ -47,11 +47,12 @@ exit status:
   2  bad usage: an unreadable COMMAND, facts, recipe or config file (one line on stderr)
   3  internal error (one line, never a traceback)
 
---json prints one object (schema_version {plan.SCHEMA_VERSION}): plan (launcher, trainer,
-world_size, processes_per_node, nodes with the GPUs each uses, distributed_type, vllm, precision,
-peft, trl values, memory, trl_parser) and findings [{{id, severity: error|warning|info, stage:
-{"|".join(plan.STAGES)}, message (the library's own text where it has one), why, fix,
-source, confirmed_by?}}].
+--json prints one object (schema_version {plan.SCHEMA_VERSION}):
+  plan      launcher, trainer, world_size, processes_per_node, nodes (the GPUs each uses),
+            distributed_type, vllm, precision, peft, trl values, memory, trl_parser
+  findings  [{{id, severity: error|warning|info, stage, message (the library's own text where
+            it has one), why, fix, source, confirmed_by? (TRL itself raised it here)}}]
+  stages:   {", ".join(plan.STAGES)}
 
 Facts: `python3 check_optional_backends.py --json > node.json` on the target machine (copy the
 scripts/ folder there), once per node for a multi-node plan, in machine_rank order.

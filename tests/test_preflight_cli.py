@@ -301,3 +301,17 @@ def test_readme_examples_run_as_written():
             capture_output=True, text=True, timeout=60, cwd=str(PREFLIGHT.parents[1]),
         )  # fmt: skip
         assert proc.returncode == expected, (tokens, proc.stdout[-800:], proc.stderr)
+
+
+def test_help_names_every_key_of_the_json():
+    helped = run("--help")
+    assert helped.returncode == 0 and helped.stderr == ""
+    text = " ".join(helped.stdout.split())
+    report = json.loads(run("--trl", "no", "--json", "--facts", L4, "--", *SFT).stdout)
+    documented = ("launcher", "trainer", "world_size", "processes_per_node", "nodes",
+                  "distributed_type", "vllm", "precision", "peft", "memory", "trl_parser")  # fmt: skip
+    assert set(documented) <= set(report["plan"])
+    for key in documented + ("id", "severity", "stage", "message", "why", "fix", "source"):
+        assert key in text, key
+    for stage in {f["stage"] for f in report["findings"]}:
+        assert stage in text
