@@ -518,3 +518,6 @@ def test_other_trl_release_on_the_target():
     other = machine_with("l4", "l4-trl-1.15.json", packages={"trl": "1.15.2"})
     report = judge(SFT, (other,))
     assert "TRL 1.15" in finding(report, "trl-release-differs")["message"]
+    # TRL 1.16.0 here would judge another release than the target's: the table is used.
+    auto = judge(SFT, (other,), use_trl="auto")
+    assert "the target has TRL 1.15.2, this Python TRL 1.16.0" in auto["plan"]["trl_parser"]

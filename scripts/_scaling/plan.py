@@ -543,12 +543,15 @@ def collect_plan(
     resolved = launch.resolve(
         launcher_name, args, part.env, trainer, default_config(first), device_count
     )
-    child = None
+    child, skipped = None, None
     if use_trl == "yes" and not trl_args.trl_importable():
         raise UsageError("--trl yes: TRL is not importable by this Python")
-    if use_trl != "no":
+    local, target = trl_args.local_trl_version(), verdicts.installed_versions(first).get("trl")
+    if use_trl == "auto" and local and target and local != target:
+        skipped = {"unavailable": f"the target has TRL {target}, this Python TRL {local}"}
+    elif use_trl != "no":
         child = start_trl_probe(resolved, first, timeout)
     model = model_of(resolved, model_config, dict(environ, **resolved.env))
-    probe = trl_args.finish_probe(child) if child is not None else None
+    probe = trl_args.finish_probe(child) if child is not None else skipped
     options = {"headroom": headroom}
     return Collected(command, resolved, server, list(nodes), probe, model, options)

@@ -143,6 +143,16 @@ def trl_importable() -> bool:
         return False
 
 
+def local_trl_version() -> str | None:
+    """The TRL this Python would import, from its metadata (nothing imported)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("trl")
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
+
+
 def start_probe(
     trainer: str, script: str, args: list, world_sizes: list, target: dict, timeout: float
 ) -> probes.Child:
