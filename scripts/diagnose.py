@@ -192,8 +192,14 @@ def render_text(report: dict, width: int) -> str:
 
 
 def _title_line(rank: int, match: dict, width: int) -> str:
-    fit = {True: "your versions are in range", False: "your versions are outside its range",
-           None: "any release"}[match["release_match"]]  # fmt: skip
+    if match["release_match"] is None:
+        fit = "any release" if match["releases"].lower().startswith("any") else "versions unknown"
+    else:
+        fit = (
+            "your versions are in range"
+            if match["release_match"]
+            else ("your versions are outside its range")
+        )
     return cli.wrap(
         f"{rank}. {match['title']} ({match['section']}; {fit}) #{match['id']}", "", width
     )

@@ -216,7 +216,7 @@ def test_confirm_fields_exist_in_the_check_scripts_report():
     [
         "packages.vllm.versoin",
         "accelerators.devices[].compute_capabilty",
-        "environment.KERNELS_CACHE",
+        "environment.PATH",
         "platform.glibc",
         "backends.nosuch.status",
     ],

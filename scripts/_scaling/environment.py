@@ -9,12 +9,15 @@ import re
 ENV_PREFIXES = (
     "NCCL_", "VLLM_", "ACCELERATE_", "TORCH_", "PYTORCH_", "CUDA_", "HF_", "TRANSFORMERS_",
     "DS_", "FSDP_", "PARALLELISM_CONFIG_", "NVIDIA_", "TORCHINDUCTOR_", "TRITON_", "BNB_",
+    "KERNELS_",
 )  # fmt: skip
 ENV_NAMES = (
     "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
     "NODE_RANK", "OMP_NUM_THREADS", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
     "ZE_AFFINITY_MASK", "ASCEND_RT_VISIBLE_DEVICES", "TOKENIZERS_PARALLELISM", "XDG_CACHE_HOME",
     "LD_LIBRARY_PATH", "WANDB_MODE",
+    # Builds of DeepSpeed ops and flash-attn, bitsandbytes' library search, Hub kernels.
+    "MAX_JOBS", "CONDA_PREFIX", "LOCAL_KERNELS",
     # A proxy between the trainer and its vLLM server (TRL's client uses requests) breaks HTTP.
     "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
     "http_proxy", "https_proxy", "all_proxy", "no_proxy",
