@@ -37,6 +37,18 @@ SMOKE_ARGS = {
         str(DIAGNOSE / "oom.log"),
     ],
     "estimate_memory.py": ["--params", "7e9", "--gpus", "2", "--gpu-memory-gb", "24", "--json"],
+    "preflight.py": [
+        "--json",
+        "--facts",
+        str(FIXTURES / "l4.json"),
+        "--",
+        "trl",
+        "sft",
+        "--model_name_or_path",
+        "m",
+        "--dataset_name",
+        "d",
+    ],
 }
 
 

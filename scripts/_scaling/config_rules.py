@@ -168,9 +168,10 @@ def _deepspeed_file_and_keys(launch: Launch) -> str | None:
     if launch.distributed_type != "DEEPSPEED" or not ds.get("deepspeed_config_file"):
         return None
     clashing = [k for k in DEEPSPEED_FILE_CONFLICTS if ds.get(k) is not None]
-    # A --mixed_precision flag is not a config key (commands/launch.py mp_from_config_flag).
+    # A --mixed_precision flag is not a config key (commands/launch.py mp_from_config_flag), but
+    # any mixed_precision in the file is, 'no' included (commands/launch.py:1396).
     from_flag = "mixed_precision" in (launch.flags or {})
-    if launch.values.get("mixed_precision") not in (None, "no") and not from_flag:
+    if launch.values.get("mixed_precision") is not None and not from_flag:
         clashing.append("mixed_precision")
     if not clashing:
         return None
@@ -178,6 +179,60 @@ def _deepspeed_file_and_keys(launch: Launch) -> str | None:
         f"deepspeed_config_file together with {', '.join(clashing)}: accelerate raises "
         "'When using `deepspeed_config_file`, the following accelerate config variables will "
         "be ignored'"
+    )
+
+
+def _is_false(value: object) -> bool:
+    return value is False or str(value).lower() in ("false", "no", "0", "off")
+
+
+def _fsdp_sync_off_with_efficient_loading(launch: Launch) -> str | None:
+    # The launcher compares the YAML's values as loaded: a bool False fails the truth test, a
+    # "false" string from the command line does not (accelerate's flags are type=str).
+    fsdp = launch.fsdp
+    efficient = fsdp.get("fsdp_cpu_ram_efficient_loading", True)
+    if launch.distributed_type != "FSDP" or fsdp.get("fsdp_sync_module_states") is not False:
+        return None
+    if efficient is False or efficient is None:
+        return None
+    return (
+        "fsdp_sync_module_states: false with fsdp_cpu_ram_efficient_loading on (its default): "
+        "accelerate raises 'When using `--fsdp_cpu_ram_efficient_loading` set "
+        "`--fsdp_sync_module_states` to `True`'"
+    )
+
+
+def _fsdp1_reshard_ignored(launch: Launch) -> str | None:
+    value = launch.fsdp.get("fsdp_reshard_after_forward")
+    if launch.distributed_type != "FSDP" or launch.fsdp_version != 1 or value is None:
+        return None
+    strategy = str(launch.fsdp.get("fsdp_sharding_strategy") or "FULL_SHARD").upper()
+    if str(value).upper() == strategy:
+        return None
+    return (
+        f"fsdp_reshard_after_forward: {value} is ignored with FSDP1 from a config: the launcher "
+        f"passes fsdp_sharding_strategy ({strategy}) and the plugin uses that"
+    )
+
+
+def _fsdp2_v1_keys_ignored(launch: Launch) -> str | None:
+    keys = [k for k in ("fsdp_use_orig_params", "fsdp_sync_module_states") if k in launch.fsdp]
+    if launch.distributed_type != "FSDP" or launch.fsdp_version != 2 or not keys:
+        return None
+    return f"{' and '.join(keys)} {'are' if len(keys) > 1 else 'is'} silently ignored by FSDP2"
+
+
+def _fsdp_model_id_dispatched(launch: Launch) -> str | None:
+    efficient = launch.fsdp.get("fsdp_cpu_ram_efficient_loading", True)
+    kwargs = launch.trl.get("model_init_kwargs")
+    device_map = kwargs.get("device_map", "auto") if isinstance(kwargs, dict) else "auto"
+    if launch.distributed_type != "FSDP" or not _is_false(efficient) or device_map is None:
+        return None
+    return (
+        "fsdp_cpu_ram_efficient_loading: false under FSDP with a model TRL loads by name (its "
+        "device_map='auto' then spreads it over the GPUs): training stops before step 1 with "
+        "'You can't train a model that has been loaded with `device_map='auto'` in any "
+        "distributed mode.'"
     )
 
 
@@ -348,9 +403,29 @@ CONFIG_RULES = (
     ConfigRule("fsdp2-reshard-not-bool", "error", "trainer init", _fsdp2_reshard_not_bool,
                "fsdp_reshard_after_forward: true (FULL_SHARD) or false (SHARD_GRAD_OP)",
                "accelerate 1.15.0 utils/dataclasses.py:1862 str_to_bool"),
-    ConfigRule("deepspeed-file-and-keys", "error", "trainer init", _deepspeed_file_and_keys,
-               "keep deepspeed_config_file and move those settings into the DeepSpeed JSON",
-               "accelerate 1.15.0 utils/dataclasses.py:1527 _deepspeed_config_checks"),
+    ConfigRule("deepspeed-file-and-keys", "error", "config", _deepspeed_file_and_keys,
+               "keep deepspeed_config_file and move those settings into the DeepSpeed JSON (pass "
+               "--mixed_precision on the command line if needed)",
+               "accelerate 1.15.0 utils/dataclasses.py:1527 _deepspeed_config_checks, raised when "
+               "the TRL config is built (transformers 5.24.0 training_args.py:1716)"),
+    ConfigRule("fsdp-sync-off-with-efficient-loading", "error", "launch",
+               _fsdp_sync_off_with_efficient_loading,
+               "fsdp_sync_module_states: true, or fsdp_cpu_ram_efficient_loading: false",
+               "accelerate 1.15.0 utils/launch.py:306 prepare_multi_gpu_env"),
+    ConfigRule("fsdp1-reshard-ignored", "warning", "launch", _fsdp1_reshard_ignored,
+               "set fsdp_sharding_strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD) "
+               "instead",
+               "accelerate 1.15.0 utils/launch.py:313 exports FSDP_SHARDING_STRATEGY; "
+               "utils/dataclasses.py:1844 FSDP1 reads it and never the reshard variable"),
+    ConfigRule("fsdp2-v1-keys-ignored", "warning", "launch", _fsdp2_v1_keys_ignored,
+               "remove them (FSDP2 needs neither)",
+               "accelerate 1.15.0 utils/dataclasses.py:1944 and the use_orig_params check read "
+               "the environment only for fsdp_version 1; the plugin warns only when set in code"),
+    ConfigRule("fsdp-model-id-dispatched", "error", "first step", _fsdp_model_id_dispatched,
+               'keep fsdp_cpu_ram_efficient_loading: true, or pass model_init_kwargs '
+               '{"device_map": null}',
+               "TRL 1.16.0 trl/trainer/utils.py:1351 device_map='auto'; transformers 5.24.0 "
+               "integrations/accelerate.py:425; accelerate 1.15.0 accelerator.py:1479"),
     ConfigRule("config-unknown-keys", "error", "launch", _unknown_config_keys,
                "remove the keys accelerate does not know (or move them under the section they "
                "belong to)",
