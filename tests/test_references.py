@@ -72,7 +72,6 @@ from docs_oracle import (
 NAME_ALLOWLIST: dict[str, str] = {
     "use_reentrant": "torch.utils.checkpoint kwarg, set via gradient_checkpointing_kwargs",
     "get_peft_model": "peft function that wraps a model with an adapter",
-    "lm_head": "output-projection module name that LoRA target_modules can name",
     "structured_outputs": "vLLM request key TRL sets from vllm_structured_outputs_regex",
     "init_communicator": "VLLMClient method that joins the weight-sync NCCL group",
 }

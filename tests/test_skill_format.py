@@ -319,7 +319,10 @@ def launch_violations(script: Path) -> list[str]:
             strs = [s for s in strs if isinstance(s, str)]
             # An argv literal has at least two strings: ["torchrun", "--nproc_per_node", ...].
             exe = Path(strs[0]).name if strs else ""
-            if len(strs) >= 2 and (exe in FORBIDDEN_EXE or tuple(strs[:2]) in FORBIDDEN_ARGV):
+            # A launcher followed by a flag or a script is argv; ("deepspeed", "str") is a
+            # table row naming TrainingArguments' `deepspeed` field and its type.
+            exe_argv = len(strs) >= 2 and exe in FORBIDDEN_EXE and re.match(r"-|.*\.py$", strs[1])
+            if exe_argv or tuple(strs[:2]) in FORBIDDEN_ARGV:
                 bad.append(f"{script.name}:{node.lineno}: argv {strs[:3]}")
         if isinstance(node, ast.Call):
             func = ast.unparse(node.func)
@@ -347,13 +350,15 @@ def test_launch_check_self_test(tmp_path):
         "subprocess.run(['accelerate', 'launch', 'train.py'])\n"
         "os.system('vllm serve Qwen/Qwen3-0.6B')\n"
         "CMD = ('torchrun', '--nproc_per_node', '2')\n"
+        "DS = ['deepspeed', 'train.py', '--deepspeed', 'ds.json']\n"
     )
-    assert len(launch_violations(bad)) == 3, launch_violations(bad)
+    assert len(launch_violations(bad)) == 4, launch_violations(bad)
     ok = tmp_path / "ok.py"
     ok.write_text(
         "import subprocess\nNAMES = ('deepspeed',)\n"
         "HINT = 'run accelerate launch yourself'\n"
         "subprocess.run(['nvidia-smi', '-L'])\n"
+        "FIELD = ('deepspeed', 'str', None, None, None)\n"
     )
     assert launch_violations(ok) == []
 
