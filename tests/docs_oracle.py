@@ -1417,6 +1417,9 @@ class CommandChecker:
         info = self.o.scripts.get(rel)
         if info is None:
             return [f"{where}: `{rel}` does not exist"]
+        if "--" in args:  # the script's own options, then a COMMAND it judges (the preflight)
+            index = args.index("--")
+            return self.script(rel, args[:index], where) + self._check(args[index + 1 :], where)
         if info.parser is not None:
             # Check flags, choices and arity, not the user's files: argparse `type` callables
             # other than int/float (e.g. "file must exist") are disabled while parsing.
