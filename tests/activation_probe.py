@@ -100,6 +100,7 @@ class Run:
     attention: str = "sdpa"  # "sdpa" or "eager"
     checkpointing: bool = False
     padded: bool = False  # one left-padding position, so SDPA gets a mask
+    autocast: bool = False  # bf16 autocast over the model's (fp32) weights, as accelerate runs it
 
 
 @contextlib.contextmanager
@@ -127,7 +128,8 @@ def saved_bytes(model, run: Run, layers: int) -> SavedStorages:
     input_ids = torch.randint(0, PROBE_VOCAB, (1, run.seq_len), generator=generator)
     attention_mask = torch.ones_like(input_ids)
     attention_mask[:, 0] = 0 if run.padded else 1
-    with _configured(model, run, layers):
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=run.autocast)
+    with _configured(model, run, layers), autocast:
         with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
             out = model.model(
                 input_ids=input_ids, attention_mask=attention_mask, use_cache=False

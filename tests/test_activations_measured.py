@@ -10,6 +10,16 @@ checkpointing. A few cases add fp32 compute, a padded batch (SDPA gets a mask an
 K/V) or a sliding window shorter than the sequence. Peaks of a backward pass (memtrack.StorageLog)
 check the working set of a checkpointed layer while it is recomputed.
 
+fp32 weights under bf16 autocast (TRL's CLI default, ``dtype="float32"`` with ``bf16=True``) are
+checked twice: the whole layer, dominated at these lengths by autocast's bf16 weight copies, and
+its per-token part alone, from the difference of two lengths (the copies do not grow with s).
+
+LoRA cases wrap the model with peft 0.21.2 as TRL does (``get_peft_model``, fp32 adapters unless
+said otherwise, and ``enable_input_require_grads``, which TRL calls with checkpointing,
+sft_trainer.py:899; without it the first layer's input needs no gradient and that layer keeps
+less than the model counts). CPU dropout keeps its mask in the adapter's dtype, not the boolean
+mask of CUDA's fused dropout, so the model is given the CPU's mask size here.
+
 Shrunk where a published size does not fit a CPU test, with the model evaluated on the same
 shrunk config: the expert count (it only sizes the router's per-token probabilities), and for
 DeepSeek-V3 also top-k (2 of 4 experts in 2 groups, keeping the group-limited routing path) and
@@ -28,22 +38,31 @@ import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+peft = pytest.importorskip("peft")
 
 import activation_probe as probe  # noqa: E402  (tests/ is on sys.path via conftest.py)
 import script_modules  # noqa: E402,F401  (puts scripts/ on sys.path)
-from _scaling import activations  # noqa: E402
+from _scaling import activations, model_shape  # noqa: E402
 from memtrack import StorageLog  # noqa: E402
 from transformers.initialization import no_init_weights  # noqa: E402
+
+# peft 0.21.2 reads transformers 5.24's deprecated ``is_gradient_checkpointing`` property
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"
+)
 
 TOLERANCE = 0.10
 SEQ_LENS = (32, 64)
 COMPUTE_BYTES = {"bf16": 2, "fp32": 4}
+LORA_RANK = 16
 GRID = [
     probe.Run(seq_len, attention, checkpointing)
     for attention in ("sdpa", "eager")
     for checkpointing in (False, True)
     for seq_len in SEQ_LENS
 ]
+# Without checkpointing: with it a layer keeps its input only, adapters or not.
+LORA_GRID = [probe.Run(64, "sdpa"), probe.Run(64, "eager"), probe.Run(64, "sdpa", padded=True)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +72,16 @@ class Case:
     extra_runs: tuple = ()  # (dtype, Run) beyond the bf16 grid
     attentions: tuple = ("sdpa", "eager")
     source: str = "fixture"  # or the name of a transformers config class
+    # (target_modules, lora_dropout, fp32 adapters): peft's LoRA on the model, LORA_GRID runs
+    lora: tuple = ()
+
+    @property
+    def label(self) -> str:
+        if not self.lora:
+            return self.name
+        targets, dropout, fp32 = self.lora
+        names = targets if isinstance(targets, str) else ",".join(targets)
+        return f"{self.name} lora {names} p={dropout} {'fp32' if fp32 else 'bf16'}"
 
     def config(self) -> dict:
         if self.source == "fixture":
@@ -60,6 +89,33 @@ class Case:
         values = getattr(transformers, self.source)().to_dict()
         values.pop("layer_types", None)  # re-derived from num_hidden_layers
         return {**values, **dict(self.overrides)}
+
+    def lora_model(self, model):
+        """``model`` with peft's adapters injected, as TRL's trainers set it up."""
+        targets, dropout, fp32 = self.lora
+        config = peft.LoraConfig(
+            r=LORA_RANK, lora_alpha=32, lora_dropout=dropout, target_modules=targets
+        )
+        model = peft.get_peft_model(model, config, autocast_adapter_dtype=fp32).get_base_model()
+        model.enable_input_require_grads()
+        return model
+
+    def lora_spec(self, dtype: str) -> activations.Lora | None:
+        """The estimator's view of the adapters: all-linear resolved by model_shape, as there."""
+        if not self.lora:
+            return None
+        targets, dropout, fp32 = self.lora
+        if targets == "all-linear":
+            dims = model_shape.count_params(self.config()).lora_dims
+            targets = [name for name, count in dims.items() if count]
+        return activations.Lora(
+            targets=frozenset(targets),
+            rank=LORA_RANK,
+            adapter_bytes=4 if fp32 else COMPUTE_BYTES[dtype],
+            dropout=dropout > 0,
+            mask_bytes=None,  # CPU dropout: a mask in the adapter's dtype
+            experts="experts" in targets,
+        )
 
 
 def _fp32(*runs):
@@ -70,42 +126,78 @@ def _padded(seq_len=SEQ_LENS[-1]):
     return (("bf16", probe.Run(seq_len, "sdpa", padded=True)),)
 
 
+def _autocast():
+    """fp32 weights under bf16 autocast, at both lengths (for the per-token slope) and
+    checkpointed (the layer keeps its fp32 input)."""
+    runs = [probe.Run(s, autocast=True) for s in SEQ_LENS]
+    return _fp32(*runs, probe.Run(SEQ_LENS[-1], checkpointing=True, autocast=True))
+
+
+DEEPSEEK_SHRUNK = (
+    ("n_routed_experts", 4),
+    ("num_experts_per_tok", 2),
+    ("n_group", 2),
+    ("topk_group", 1),
+    ("first_k_dense_replace", 1),
+    ("v_head_dim", 192),
+)
 CASES = [
     Case("llama-3.1-8b", extra_runs=_padded()),
     # A window between the two lengths: unmasked at 32, masked (K/V repeated) at 64.
     Case("mistral-7b-v0.1", overrides=(("sliding_window", 48),)),
-    Case("tinyllama-1.1b", extra_runs=_fp32(probe.Run(64), probe.Run(64, "eager"))),
+    Case("tinyllama-1.1b", extra_runs=_fp32(probe.Run(64), probe.Run(64, "eager")) + _autocast()),
     Case("gemma-2b", extra_runs=_padded()),  # one KV head: repeat_kv stays a view
     Case("qwen2.5-0.5b"),
-    Case("qwen3-0.6b", extra_runs=_padded() + _fp32(probe.Run(64), probe.Run(64, "eager"))),
-    Case("mixtral-8x7b-v0.1", overrides=(("num_local_experts", 2),)),
-    Case("qwen1.5-moe-a2.7b", overrides=(("num_experts", 8),), extra_runs=_fp32(probe.Run(64))),
-    Case("qwen3-30b-a3b", overrides=(("num_experts", 16),), extra_runs=_fp32(probe.Run(64))),
     Case(
-        "deepseek-v3",
-        overrides=(
-            ("n_routed_experts", 4),
-            ("num_experts_per_tok", 2),
-            ("n_group", 2),
-            ("topk_group", 1),
-            ("first_k_dense_replace", 1),
-            ("v_head_dim", 192),
-        ),
+        "qwen3-0.6b",
+        extra_runs=_padded() + _fp32(probe.Run(64), probe.Run(64, "eager")) + _autocast(),
     ),
+    Case("mixtral-8x7b-v0.1", overrides=(("num_local_experts", 2),)),
+    Case(
+        "qwen1.5-moe-a2.7b",
+        overrides=(("num_experts", 8),),
+        extra_runs=_fp32(probe.Run(64)) + _autocast(),
+    ),
+    Case("qwen3-30b-a3b", overrides=(("num_experts", 16),), extra_runs=_fp32(probe.Run(64))),
+    Case("deepseek-v3", overrides=DEEPSEEK_SHRUNK),
     # SDPA refuses Gemma 2's attention logit softcap (sdpa_attention.py:106-109): eager only.
     Case("gemma2", source="Gemma2Config", attentions=("eager",)),
     Case("gemma3", source="Gemma3TextConfig"),
+    # LoRA: TRL's defaults (fp32 adapters, dropout 0.05) on every linear, and under autocast
+    Case(
+        "tinyllama-1.1b",
+        lora=("all-linear", 0.05, True),
+        extra_runs=_fp32(probe.Run(64, autocast=True)),
+    ),
+    # peft's default targets for Qwen3 (q_proj, v_proj); frozen q/k norms
+    Case("qwen3-0.6b", lora=(["q_proj", "v_proj"], 0.05, True)),
+    # no dropout, adapters in the base dtype: lora_A saves its input itself, which for o_proj
+    # is SDPA's saved output and for down_proj the MLP's product
+    Case("qwen3-0.6b", lora=(["o_proj", "down_proj"], 0.0, False)),
+    Case("gemma-2b", lora=("all-linear", 0.0, True)),  # Gemma norms, frozen
+    # all-linear adapts the fused expert stacks and the router (dropout must be 0 there)
+    Case("qwen3-30b-a3b", overrides=(("num_experts", 16),), lora=("all-linear", 0.0, True)),
+    # shared expert and its gate adapted, routed experts frozen
+    Case("qwen1.5-moe-a2.7b", overrides=(("num_experts", 8),), lora=("all-linear", 0.05, True)),
+    Case("deepseek-v3", overrides=DEEPSEEK_SHRUNK, lora=(["q_b_proj", "kv_b_proj"], 0.0, False)),
 ]
-# (case, Run): peak of a one-layer backward pass, dense and MoE layers, eager at a length where
-# the attention scores' gradients overtake the MLP's, and without checkpointing (the same saved
-# tensors plus gradients, kept from the forward instead of rebuilt).
+# (case label, Run): peak of a one-layer backward pass, dense and MoE layers, eager at a length
+# where the attention scores' gradients overtake the MLP's, without checkpointing (the same
+# saved tensors plus gradients, kept from the forward instead of rebuilt), and with adapters,
+# checkpointed as TRL runs them by default. (Without checkpointing a LoRA layer's backward peaks
+# up to 19% above the model, with gradients of the attention's adapters it does not count: at
+# 16 layers or more that is under 1% of the decoder's activations.)
 RECOMPUTE_RUNS = [
     ("qwen3-0.6b", probe.Run(64, "sdpa", True)),
     ("qwen3-0.6b", probe.Run(512, "eager", True)),
     ("qwen1.5-moe-a2.7b", probe.Run(64, "sdpa", True)),
     ("qwen3-30b-a3b", probe.Run(64, "sdpa", True)),
     ("qwen3-30b-a3b", probe.Run(64, "sdpa", False)),
+    ("tinyllama-1.1b lora all-linear p=0.05 fp32", probe.Run(64, "sdpa", True)),
+    ("qwen3-0.6b lora o_proj,down_proj p=0.0 bf16", probe.Run(64, "sdpa", True)),
+    ("qwen3-30b-a3b lora all-linear p=0.0 fp32", probe.Run(64, "sdpa", True)),
 ]
+CASE_BY_LABEL = {case.label: case for case in CASES}
 
 
 def _layer_shapes(config: dict) -> list:
@@ -119,29 +211,55 @@ def _layer_shapes(config: dict) -> list:
     return [shape0, shape1]
 
 
-def modelled(shape, run: probe.Run, dtype: str) -> float:
-    c = COMPUTE_BYTES[dtype]
+def _dtypes(run: probe.Run, dtype: str) -> dict:
+    """compute_bytes and the keyword arguments for activations' functions."""
+    if run.autocast:
+        return {"compute_bytes": 2, "weights_bytes": 4}
+    return {"compute_bytes": COMPUTE_BYTES[dtype]}
+
+
+def modelled(shape, run: probe.Run, dtype: str, lora=None) -> float:
+    kw = _dtypes(run, dtype)
+    c = kw.pop("compute_bytes")
     if run.checkpointing:
-        return activations.checkpointed_bytes_per_layer(shape, run.seq_len, 1, c)
-    return activations.saved_bytes_per_layer(shape, run.seq_len, 1, c, run.attention, run.padded)
+        return activations.checkpointed_bytes_per_layer(shape, run.seq_len, 1, c, **kw)
+    return activations.saved_bytes_per_layer(
+        shape, run.seq_len, 1, c, run.attention, run.padded, lora=lora, **kw
+    )
+
+
+def modelled_per_token(shape, run: probe.Run, dtype: str, lora=None) -> float:
+    kw = _dtypes(run, dtype)
+    c = kw.pop("compute_bytes")
+    parts = activations.saved_bytes_per_token(
+        shape, run.seq_len, c, run.attention, run.padded, lora=lora, **kw
+    )
+    return sum(parts.values())
 
 
 def _runs(case: Case) -> list:
-    grid = [("bf16", run) for run in GRID if run.attention in case.attentions]
+    grid = LORA_GRID if case.lora else GRID
+    grid = [("bf16", run) for run in grid if run.attention in case.attentions]
     return grid + list(case.extra_runs)
+
+
+def _build(case: Case, dtype: str, layers: int = probe.MAX_LAYERS):
+    model = probe.build_model(case.config(), dtype=dtype, layers=layers)
+    return case.lora_model(model) if case.lora else model
 
 
 def _measure_case(case: Case) -> list:
     """[(dtype, Run, layer index, measured, modelled)] for every run of ``case``."""
-    config = case.config()
-    shapes = _layer_shapes(config)
+    shapes = _layer_shapes(case.config())
     rows = []
     for dtype in dict.fromkeys(dtype for dtype, _ in _runs(case)):
-        model = probe.build_model(config, dtype=dtype)
+        model = _build(case, dtype)
+        lora = case.lora_spec(dtype)
         for run_dtype, run in _runs(case):
             if run_dtype == dtype:
                 for index, got in enumerate(probe.layer_bytes(model, run)):
-                    rows.append((dtype, run, index, got, modelled(shapes[index], run, dtype)))
+                    est = modelled(shapes[index], run, dtype, lora)
+                    rows.append((dtype, run, index, got, est))
         del model
     return rows
 
@@ -151,7 +269,7 @@ def _recompute_peak(case: Case, run: probe.Run) -> tuple:
     a one-layer model less what a checkpoint keeps; the loss is a plain sum, so no head
     transient competes with the layer's."""
     config = case.config()
-    model = probe.build_model(config, layers=1)
+    model = _build(case, "bf16", layers=1)
     model.set_attn_implementation(run.attention)
     if run.checkpointing:
         model.activation_checkpointing_enable()
@@ -165,7 +283,8 @@ def _recompute_peak(case: Case, run: probe.Run) -> tuple:
     (shape,) = _layer_shapes(config)[:1]
     kept = activations.checkpointed_bytes_per_layer(shape, run.seq_len, 1, 2)
     measured = log.replay()["peak"]["act"] - (kept if run.checkpointing else 0)
-    return measured, activations.recompute_bytes(shape, run.seq_len, 1, 2, run.attention)
+    lora = case.lora_spec("bf16")
+    return measured, activations.recompute_bytes(shape, run.seq_len, 1, 2, run.attention, lora=lora)
 
 
 @pytest.fixture(scope="module")
@@ -174,62 +293,86 @@ def measured() -> dict:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        rows = {case.name: _measure_case(case) for case in CASES}
-        cases = {case.name: case for case in CASES}
-        peaks = {(name, run): _recompute_peak(cases[name], run) for name, run in RECOMPUTE_RUNS}
+        rows = {case.label: _measure_case(case) for case in CASES}
+        peaks = {
+            (label, run): _recompute_peak(CASE_BY_LABEL[label], run)
+            for label, run in RECOMPUTE_RUNS
+        }
     finally:
         torch.set_num_threads(threads)
     _print_table(rows, peaks)
     return {"rows": rows, "peaks": peaks}
 
 
-def _hidden(name: str) -> int:
-    return next(case for case in CASES if case.name == name).config()["hidden_size"]
+def _hidden(label: str) -> int:
+    return CASE_BY_LABEL[label].config()["hidden_size"]
 
 
 def _print_table(rows: dict, peaks: dict) -> None:
-    lines = ["case               dtype attn  ckpt pad   s layer   measured  modelled  ratio"]
-    for name, case_rows in rows.items():
-        h = _hidden(name)
+    lines = ["case               dtype attn  ckpt pad ac  s layer   measured  modelled  ratio"]
+    for label, case_rows in rows.items():
+        h = _hidden(label)
         for dtype, run, index, got, est in case_rows:
             sbh = run.seq_len * h
             lines.append(
-                f"{name:18} {dtype:5} {run.attention:5} {int(run.checkpointing):4} "
-                f"{int(run.padded):3} {run.seq_len:3} {index:5} {got / sbh:10.3f} "
-                f"{est / sbh:9.3f} {got / est:6.3f}"
+                f"{label:18} {dtype:5} {run.attention:5} {int(run.checkpointing):4} "
+                f"{int(run.padded):3} {int(run.autocast):2} {run.seq_len:3} {index:5} "
+                f"{got / sbh:10.3f} {est / sbh:9.3f} {got / est:6.3f}"
             )
     lines.append("one layer's backward working set (saved + activation gradients; ckpt, attn):")
-    for (name, run), (got, est) in peaks.items():
-        sbh = run.seq_len * _hidden(name)
+    for (label, run), (got, est) in peaks.items():
+        sbh = run.seq_len * _hidden(label)
         lines.append(
-            f"{name:18} bf16  {int(run.checkpointing)} {run.attention:5} s={run.seq_len:<4} {got / sbh:8.3f} "
-            f"{est / sbh:9.3f} {got / est:6.3f}"
+            f"{label:18} bf16  {int(run.checkpointing)} {run.attention:5} s={run.seq_len:<4} "
+            f"{got / sbh:8.3f} {est / sbh:9.3f} {got / est:6.3f}"
         )
     print("\nbytes per token per hidden unit (s*b*h) saved by one decoder layer:")
     print("\n".join(lines))
 
 
-@pytest.mark.parametrize("name", [case.name for case in CASES])
-def test_saved_bytes_per_layer_within_tolerance(measured, name):
+@pytest.mark.parametrize("label", list(CASE_BY_LABEL))
+def test_saved_bytes_per_layer_within_tolerance(measured, label):
     misses = [
         f"{dtype} {run} layer {index}: measured/modelled = {got / est:.3f}"
-        for dtype, run, index, got, est in measured["rows"][name]
+        for dtype, run, index, got, est in measured["rows"][label]
         if abs(got / est - 1) > TOLERANCE
     ]
     assert not misses, "\n".join(misses)
 
 
-@pytest.mark.parametrize("name", [case.name for case in CASES])
-def test_every_setting_was_measured(measured, name):
-    case = next(case for case in CASES if case.name == name)
-    settings = {(dtype, run) for dtype, run, *_ in measured["rows"][name]}
-    assert settings == set(_runs(case))
-    assert all(got > 0 for *_, got, _ in measured["rows"][name])
+@pytest.mark.parametrize("label", list(CASE_BY_LABEL))
+def test_every_setting_was_measured(measured, label):
+    settings = {(dtype, run) for dtype, run, *_ in measured["rows"][label]}
+    assert settings == set(_runs(CASE_BY_LABEL[label]))
+    assert all(got > 0 for *_, got, _ in measured["rows"][label])
 
 
-@pytest.mark.parametrize(("name", "run"), RECOMPUTE_RUNS, ids=lambda v: str(v))
-def test_recompute_working_set_within_tolerance(measured, name, run):
-    got, est = measured["peaks"][(name, run)]
+AUTOCAST_LABELS = [
+    label for label, case in CASE_BY_LABEL.items() if _autocast()[0] in case.extra_runs
+]
+
+
+@pytest.mark.parametrize("label", AUTOCAST_LABELS)
+def test_autocast_per_token_part_within_tolerance(measured, label):
+    """Under autocast the bf16 weight copies dominate a short sequence, so the per-token part is
+    checked on its own: the growth from the shorter to the longer length, per token."""
+    case = CASE_BY_LABEL[label]
+    shapes = _layer_shapes(case.config())
+    got = {
+        (run.seq_len, index): saved
+        for dtype, run, index, saved, _ in measured["rows"][label]
+        if run.autocast and not run.checkpointing
+    }
+    short, long = SEQ_LENS
+    for index, shape in enumerate(shapes):
+        slope = (got[long, index] - got[short, index]) / (long - short)
+        est = modelled_per_token(shape, probe.Run(long, autocast=True), "fp32")
+        assert abs(slope / est - 1) <= TOLERANCE, f"layer {index}: {slope / est:.3f}"
+
+
+@pytest.mark.parametrize(("label", "run"), RECOMPUTE_RUNS, ids=lambda v: str(v))
+def test_recompute_working_set_within_tolerance(measured, label, run):
+    got, est = measured["peaks"][(label, run)]
     assert abs(got / est - 1) <= TOLERANCE, f"measured/modelled = {got / est:.3f}"
 
 
@@ -268,7 +411,14 @@ def _module_facts(layer, config) -> tuple:
         type(layer.input_layernorm).__name__.startswith("Gemma"),
         hasattr(layer, "pre_feedforward_layernorm"),
     )
+    # what autocast casts (every 2D weight: projections and routers) and the fused expert stacks
+    weights = collections.Counter(p.dim() for p in layer.parameters())
+    sizes = collections.Counter()
+    for parameter in layer.parameters():
+        sizes[parameter.dim()] += parameter.numel()
+    assert set(weights) <= {1, 2, 3}
     return (
+        (sizes[2], sizes[3]),
         layer.input_layernorm.weight.shape[0],
         attention,
         hasattr(attn, "q_norm"),
@@ -291,6 +441,7 @@ def _shape_facts(shape) -> tuple:
         moe = (shape.experts, shape.top_k, shape.expert_intermediate, shape.shared_intermediate)
     norms = (shape.gemma_norms, shape.sandwich_norms)
     return (
+        (activations.linear_weight_params(shape), activations.expert_stack_params(shape)),
         shape.hidden,
         attention,
         shape.qk_norm,
@@ -320,3 +471,47 @@ def test_layer_kinds_match_the_modules_transformers_builds(case):
     for shape, count in activations.layer_kinds(config):
         modelled[_shape_facts(shape)] += count
     assert modelled == built
+
+
+HEAD_DIM_TYPES = [name for name in model_shape.SUPPORTED_MODEL_TYPES if name != "deepseek_v3"]
+
+
+@pytest.mark.parametrize("model_type", HEAD_DIM_TYPES)
+def test_head_dim_default_is_the_config_class_one(model_type):
+    """A config.json without head_dim: the width of q_proj transformers builds, per head, is what
+    activations.head_dim (the one table, also behind model_shape's counts) reads. Qwen3 and the
+    Gemma family default to a fixed width, not hidden / heads."""
+    config = {
+        "model_type": model_type,
+        "hidden_size": 512,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 8,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "vocab_size": 64,
+        # MoE families: one expert of each kind
+        "num_local_experts": 2,
+        "num_experts": 2,
+        "num_experts_per_tok": 1,
+        "moe_intermediate_size": 64,
+    }
+    hf_config = transformers.AutoConfig.for_model(**config)
+    with torch.device("meta"), no_init_weights():
+        model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    built = model.model.layers[0].self_attn.q_proj.out_features // 8
+    assert activations.head_dim(config) == built
+    assert model_shape.count_params(config).head_dim == built
+
+
+def test_peft_adapts_expert_stacks_for_all_linear_only_without_dropout():
+    """What the estimator assumes for all-linear LoRA on Qwen3-MoE: peft 0.21.2 wraps the fused
+    expert stacks (target_parameters, ParamWrapper), and only with lora_dropout=0."""
+    model = probe.build_model(probe.load_config("qwen3-30b-a3b", num_experts=4), layers=1)
+    config = peft.LoraConfig(r=4, lora_dropout=0.05, target_modules="all-linear")
+    with pytest.raises(ValueError, match=r"does not work with lora_dropout != 0"):
+        peft.get_peft_model(model, config)
+    model = probe.build_model(probe.load_config("qwen3-30b-a3b", num_experts=4), layers=1)
+    config = peft.LoraConfig(r=4, lora_dropout=0.0, target_modules="all-linear")
+    wrapped = peft.get_peft_model(model, config).get_base_model()
+    kinds = {type(module).__name__ for module in wrapped.model.layers[0].mlp.modules()}
+    assert "ParamWrapper" in kinds

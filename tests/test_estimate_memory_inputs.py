@@ -101,6 +101,31 @@ def test_bad_config_fields(tmp_path, field, value, word):
     assert_one_line_refusal(proc, seconds, *([word] if word else []))
 
 
+@pytest.mark.parametrize(
+    ("fields", "word"),
+    [
+        # sliding-window layers among dense and MoE ones: a mix the activation model refuses
+        (
+            {
+                "decoder_sparse_step": 2,
+                "sliding_window": 4096,
+                "layer_types": ["sliding_attention", "full_attention"],
+            },
+            "config.json: sliding-window layers mixed with dense and MoE layers",
+        ),
+        # a field only the activation model reads
+        ({"num_experts_per_tok": None}, "error: config.json field 'num_experts_per_tok'"),
+    ],
+)
+def test_what_the_activation_model_refuses_is_one_line(tmp_path, fields, word):
+    config = json.loads((CONFIGS / "qwen1.5-moe-a2.7b.json").read_text(encoding="utf-8"))
+    config.update(fields)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    proc, seconds = run_cli(*MACHINE, "--model-config", str(path))
+    assert_one_line_refusal(proc, seconds, word)
+
+
 def test_a_config_describing_too_many_parameters(tmp_path):
     config = json.loads((CONFIGS / "llama-3.1-8b.json").read_text(encoding="utf-8"))
     config.update(hidden_size=1_000_000, intermediate_size=4_000_000, num_hidden_layers=10_000)

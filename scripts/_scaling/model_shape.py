@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import activations
 from .cli import UsageError
 
 LINEAR_NAMES = (
@@ -52,6 +53,9 @@ class ModelShape:
     head_dim: int = 0
     kv_latent: int = 0
     max_positions: int | None = None  # max_position_embeddings: vLLM's default max_model_len
+    # [(activations.LayerShape, number of decoder layers of that shape)]: what each layer keeps
+    # for backward (attention and KV widths, gated MLP, norms, MoE routing, sliding windows)
+    layer_kinds: list = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- parameter counting
@@ -169,7 +173,7 @@ def _attention_linears(c: dict) -> dict:
     if c["model_type"] == "deepseek_v3":
         return _mla_linears(c)
     n_kv = _get(c, "num_key_value_heads", default=n_heads)
-    head_dim = _get(c, "head_dim", default=h // n_heads)
+    head_dim = activations.head_dim(c)
     # Qwen2 always has q/k/v biases, Qwen2-MoE follows qkv_bias (default True); the others follow
     # attention_bias, which also covers o_proj.
     if c["model_type"] == "qwen2":
@@ -206,8 +210,7 @@ def _mla_linears(c: dict) -> dict:
 
 def _attention_norm_params(c: dict) -> int:
     if c["model_type"] in ("qwen3", "qwen3_moe", "gemma3_text"):
-        head_dim = _get(c, "head_dim", default=c["hidden_size"] // c["num_attention_heads"])
-        return 2 * head_dim  # q_norm and k_norm
+        return 2 * activations.head_dim(c)  # q_norm and k_norm
     if c["model_type"] == "deepseek_v3":
         return (c.get("q_lora_rank") or 0) + c["kv_lora_rank"]  # q_a_layernorm, kv_a_layernorm
     return 0
@@ -329,8 +332,19 @@ def count_params(config: dict) -> ModelShape:
         quantizable_params=quantizable,
         exact=True,
         source=f"config.json ({c['model_type']})",
+        layer_kinds=_layer_kinds(c),
         **_kv_cache_fields(c),
     )
+
+
+def _layer_kinds(c: dict) -> list:
+    try:
+        return activations.layer_kinds(c)
+    except ValueError as exc:  # a field or a layer mix the activation model does not cover
+        message = str(exc)
+        if not message.startswith("config.json"):
+            message = f"config.json: {message}"
+        raise UsageError(message) from None
 
 
 def _kv_cache_fields(c: dict) -> dict:
@@ -342,7 +356,7 @@ def _kv_cache_fields(c: dict) -> dict:
     heads = c["num_attention_heads"]
     return {
         "kv_heads": _get(c, "num_key_value_heads", default=heads),
-        "head_dim": _get(c, "head_dim", default=c["hidden_size"] // heads),
+        "head_dim": activations.head_dim(c),
         "kv_latent": 0,
         "max_positions": _max_pos(c),
     }
@@ -354,13 +368,15 @@ def _max_pos(c: dict) -> int | None:
 
 def shape_from_params(params: float, vocab: int = 32000) -> ModelShape:
     """Llama-like shape for a bare parameter count: h/L = 128 and 12*L*h^2 non-embedding params,
-    multi-head attention with head_dim 128 (every head keeps its own keys and values)."""
+    multi-head attention with head_dim 128 (every head keeps its own keys and values) and a
+    SwiGLU MLP of width 8h/3, the one that makes a layer 12h^2 parameters."""
     if params != int(params) or not 1 <= params <= MAX_PARAMS:
         raise UsageError(f"a parameter count must be a whole number from 1 to {MAX_PARAMS:.0e}")
     hidden = max(128, int(round((128 * params / 12) ** (1 / 3) / 128)) * 128)
     embed = 2 * vocab * hidden
     layers = max(1, int(round(max(params - embed, 12 * hidden * hidden) / (12 * hidden * hidden))))
     inter = 8 * hidden // 3
+    heads = max(1, hidden // 128)
     # all-linear LoRA dims of one MHA layer with a SwiGLU MLP of 8h/3
     lora_dims = {name: layers * 2 * hidden for name in ("q_proj", "k_proj", "v_proj", "o_proj")}
     lora_dims.update({n: layers * (hidden + inter) for n in ("gate_proj", "up_proj", "down_proj")})
@@ -368,15 +384,16 @@ def shape_from_params(params: float, vocab: int = 32000) -> ModelShape:
         params=int(params),
         hidden=hidden,
         layers=layers,
-        heads=max(1, hidden // 128),
+        heads=heads,
         vocab=vocab,
         block_params=int(max(params - embed, 0) / layers),
         lora_dims=lora_dims,
         quantizable_params=int(max(params - embed, 0)),
         exact=False,
         source="--params (Llama-like shape assumed)",
-        kv_heads=max(1, hidden // 128),
+        kv_heads=heads,
         head_dim=128,
+        layer_kinds=[(activations.llama_like(hidden, heads, intermediate=inter), layers)],
     )
 
 
