@@ -134,6 +134,12 @@ Without --gpus/--gpu-memory-gb the visible GPUs are read like check_optional_bac
 (or from --facts FILE, facts recorded there with --json). Offload plans are checked against host
 RAM: --cpu-memory-gb, else the --facts file's, else this machine's.
 
+activations: counted per decoder layer from the model's own structure (attention and KV widths,
+gated MLP, fp32 norm inputs, MoE router and each token's top-k experts, LoRA adapters on a frozen
+base, autocast's weight copies over fp32 weights), as transformers 5.24 saves them for backward;
+with gradient checkpointing each layer keeps its input and one layer is rebuilt at a time. The
+loss head's backward and a layer's do not add up (the head's runs first).
+
 recommendation: the first plan, least invasive first, that leaves 5% of the usable memory free
 (a plan within that margin is "tight" and chosen only when none has more room). For the given
 tuning, then LoRA, then QLoRA: the optimizer as given, then 8-bit AdamW; vLLM as given, then
@@ -251,6 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--lora-targets", default="all-linear", help="all-linear or a comma list of module names"
     )
     p.add_argument(
+        "--lora-dropout",
+        type=_fraction,
+        default=0.05,
+        help="ModelConfig.lora_dropout default; each adapter then keeps a dropout mask and output",
+    )
+    p.add_argument(
         "--double-quant",
         action=argparse.BooleanOptionalAction,
         default=False,
@@ -283,7 +295,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=True,
         help="TRL configs default to True",
     )
-    p.add_argument("--attention", choices=("sdpa", "flash", "eager"), default="sdpa")
+    p.add_argument(
+        "--attention",
+        choices=("sdpa", "flash", "eager"),
+        default="sdpa",
+        help="sdpa: transformers' default; flash: counted as SDPA's fused kernels without a mask "
+        "(not measured here); eager keeps the s x s scores",
+    )
     p.add_argument(
         "--fused-loss",
         action=argparse.BooleanOptionalAction,
@@ -422,6 +440,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         tuning=args.tuning,
         lora_r=args.lora_r,
         lora_targets=args.lora_targets,
+        lora_dropout=args.lora_dropout,
         dtype=args.dtype,
         optimizer=args.optimizer,
         master_weights=args.master_weights,

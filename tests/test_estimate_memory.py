@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import script_modules
-from _scaling import memory, model_shape
+from _scaling import activations, memory, model_shape
 from _scaling.cli import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -330,23 +330,91 @@ def test_lora_trains_only_adapters():
 
 
 def test_activations_without_recomputation_hand_computed():
-    # Llama-3.1-8B shape, s=2048, b=1: per layer s*b*h*34 = 2048*4096*34 = 285,212,672 bytes.
+    """Llama-3.1-8B, bf16, SDPA, one unpadded sequence of 2048 tokens, no checkpointing, the
+    plain loss. Per token and layer: two norms, each an fp32 input copy (4h), the normalised
+    values (2h), rsqrt (4) and the output the projections read (2h); q (4096) and GQA's K and V
+    (8 x 128 each) after RoPE, the attention output (4096), a log-sum-exp per head; the SwiGLU
+    MLP's gate, act(gate), up and their product (4 x 2 x 14336): 200,840 bytes, 49.0 per h,
+    where Korthikanti's GPT-shaped block has 34."""
     shape = model_shape.count_params(_config("llama-3.1-8b.json"))
     s = _settings(seq_len=2048, batch_size=1, fused_loss=False)
-    assert memory.layer_activation_bytes(shape, s) == 285_212_672
-    # eager adds 5*a*s/h = 5*32*2048/4096 = 80 -> s*b*h*114 = 956,301,312 bytes
+    h = 4096
+    norm = 4 * h + 2 * h + 4 + 2 * h
+    attention = 2 * (4096 + 2 * 8 * 128) + 2 * 4096 + 4 * 32
+    per_token = 2 * norm + attention + 4 * 2 * 14336
+    assert per_token == 200_840 and round(per_token / h, 1) == 49.0
+    kept = 32 * per_token * 2048
+    assert memory.decoder_kept_bytes(shape, s) == kept
+    shared = (8 + 2 * 2 * 128) * 2048  # input ids, rotary cos and sin (no mask: one sequence)
+    head = 3 * 2048 * 128256 * 4 + (4 * h + 2 * h + 4 + 2 * h) * 2048  # logits, final norm
+    assert memory.activation_bytes(shape, s) == kept + shared + head
+    # eager keeps the fp32 probabilities and their bf16 copy per head and repeats K/V
     eager = dataclasses.replace(s, attention="eager")
-    assert memory.layer_activation_bytes(shape, eager) == 956_301_312
-    logits = 3 * 2048 * 128256 * 4  # three fp32 logit-sized tensors without the fused head
-    assert memory.activation_bytes(shape, s) == 32 * 285_212_672 + logits
+    extra = (4 + 2) * 32 * 2048 - 4 * 32 + 2 * 2 * (32 - 8) * 128  # scores for the lse
+    assert memory.decoder_kept_bytes(shape, eager) == kept + 32 * extra * 2048
 
 
 def test_activations_with_full_checkpointing_hand_computed():
+    """Each layer keeps its bf16 input; the peak adds one layer's rebuilt saved tensors with its
+    gradients (reward: no vocabulary logits, so the layer outweighs the head; chosen and
+    rejected share one padded batch of 2, so SDPA gets a mask)."""
     shape = model_shape.count_params(_config("llama-3.1-8b.json"))
     s = _settings(seq_len=2048, batch_size=1, gradient_checkpointing=True, trainer="reward")
-    # 2*s*b*h per layer kept, plus one layer recomputed; reward has no vocabulary logits and
-    # puts chosen and rejected in one batch (b = 2)
-    assert memory.activation_bytes(shape, s) == 32 * 2 * 2048 * 2 * 4096 + 2 * 285_212_672
+    tokens = 2 * 2048
+    kept = 32 * 2 * 4096 * tokens
+    assert memory.decoder_kept_bytes(shape, s) == kept
+    ((layer, _),) = shape.layer_kinds
+    rebuilt = activations.recompute_bytes(layer, 2048, 2, 2, "sdpa", padded=True)
+    assert memory.decoder_transient_bytes(shape, s) == rebuilt
+    shared = (8 + 2 * 2 * 128 + 2048) * tokens  # ids, rotary tables, the boolean mask
+    norm = (4 * 4096 + 2 * 4096 + 4) * tokens  # the final norm (its output goes to the score head)
+    assert memory.activation_bytes(shape, s) == kept + shared + max(norm, rebuilt)
+
+
+def test_fp32_weights_under_autocast_add_weight_copies_on_ddp_only():
+    shape = model_shape.count_params(_config("qwen2.5-0.5b.json"))
+    s = _settings(dtype="fp32", compute_dtype="bf16", seq_len=512, batch_size=1)
+    ddp = memory.estimate_strategy(shape, s, "ddp").activations
+    zero2 = memory.estimate_strategy(shape, s, "zero2").activations
+    bf16 = memory.estimate_strategy(shape, _settings(seq_len=512, batch_size=1), "ddp")
+    assert zero2 == bf16.activations  # DeepSpeed computes with the module cast to bf16
+    copies = sum(n * activations.autocast_weight_bytes(k, 2) for k, n in shape.layer_kinds)
+    assert ddp > bf16.activations + copies
+    # checkpointing: autocast's cache holds every trainable weight's copy until the forward ends
+    ckpt = dataclasses.replace(s, gradient_checkpointing=True)
+    assert memory.autocast_cache_bytes(shape, ckpt) == copies
+    assert memory.activation_bytes(shape, ckpt) > copies
+    lora = dataclasses.replace(ckpt, tuning="lora")
+    assert memory.autocast_cache_bytes(shape, lora) == 0  # frozen weights are not cached
+
+
+def test_lora_changes_what_the_layers_keep():
+    """TRL's LoRA defaults on every linear keep about twice a full fine-tune's activations (each
+    adapter keeps its fp32 dropout output and mask); on q_proj and v_proj only, less than it."""
+    shape = model_shape.count_params(_config("llama-3.1-8b.json"))
+    s = _settings(seq_len=1024, batch_size=1)
+    full = memory.decoder_kept_bytes(shape, s)
+    all_linear = memory.decoder_kept_bytes(shape, dataclasses.replace(s, tuning="lora"))
+    qv = dataclasses.replace(s, tuning="lora", lora_targets="q_proj,v_proj")
+    assert all_linear > 1.4 * full and memory.decoder_kept_bytes(shape, qv) < full
+    lora = memory.lora_activations(shape, dataclasses.replace(s, tuning="lora"), "ddp")
+    assert lora.targets == frozenset(shape.lora_dims) and lora.dropout
+    assert lora.adapter_bytes == 4 and lora.mask_bytes == 1
+    zero3 = memory.lora_activations(shape, dataclasses.replace(s, tuning="lora"), "zero3")
+    assert zero3.adapter_bytes == 2  # TRL passes autocast_adapter_dtype=False under ZeRO-3
+    qlora = memory.lora_activations(shape, dataclasses.replace(s, tuning="qlora"), "ddp")
+    assert qlora.adapter_bytes == 2  # TRL casts QLoRA's adapters to bf16
+
+
+def test_padding_follows_what_trl_batches():
+    s = _settings(seq_len=512, batch_size=1)
+    assert not memory.sdpa_masked(s)  # one sequence, no padding
+    assert memory.sdpa_masked(dataclasses.replace(s, batch_size=2))
+    assert memory.sdpa_masked(dataclasses.replace(s, trainer="dpo"))  # chosen + rejected
+    grpo = dataclasses.replace(s, trainer="grpo", gpus=8)
+    assert not memory.sdpa_masked(grpo)
+    assert memory.sdpa_masked(dataclasses.replace(grpo, steps_per_generation=4))
+    assert not memory.sdpa_masked(dataclasses.replace(s, batch_size=8, attention="flash"))
 
 
 def test_fused_lm_head_working_set():
@@ -386,6 +454,7 @@ def test_defaults_match_installed_trl():
         assert _field_default(cls, "gradient_checkpointing") is True
     assert _field_default(DPOConfig, "precompute_ref_log_probs") is False
     assert _field_default(ModelConfig, "lora_r") == memory.Settings().lora_r
+    assert _field_default(ModelConfig, "lora_dropout") == memory.Settings().lora_dropout
     assert chunked_logprob.TOKEN_CHUNK_SIZE == memory.FUSED_TOKEN_TILE
     assert utils._CHUNKED_LOGPROB_CHUNK_SIZE == memory.FUSED_VOCAB_TILE
     trainer_dir = Path(trl.__file__).parent / "trainer"
@@ -452,13 +521,19 @@ def test_checkpointing_is_tried_before_peft():
 
 
 def test_nothing_fits_says_what_is_missing():
+    # LoRA on the MLA up-projections: all-linear would adapt the 256-expert stacks, whose merged
+    # copies (22.5 GB per layer) alone outgrow a 24 GB card while a layer is rebuilt
     shape = model_shape.count_params(_config("deepseek-v3.json"))
-    rec = memory.recommend(shape, _settings(gpus=8, gpu_memory_gb=24, cpu_memory_gb=256))
+    targets = "q_b_proj,kv_b_proj"
+    s = _settings(gpus=8, gpu_memory_gb=24, cpu_memory_gb=256, lora_targets=targets)
+    rec = memory.recommend(shape, s)
     assert rec["strategy"] is None and not rec["fits"]
     assert "more than the 256 GB of host RAM" in rec["reason"]
     # without a CPU limit, offloading everything is a (slow) way out
-    rec = memory.recommend(shape, _settings(gpus=8, gpu_memory_gb=24))
+    rec = memory.recommend(shape, _settings(gpus=8, gpu_memory_gb=24, lora_targets=targets))
     assert rec["strategy"] in memory.OFFLOADED and "host RAM unknown" in rec["reason"]
+    rec = memory.recommend(shape, _settings(gpus=8, gpu_memory_gb=24, cpu_memory_gb=256))
+    assert rec["strategy"] is None and "GB more than the 21.6 GB usable" in rec["reason"]
 
 
 def test_activations_alone_can_exceed_the_gpu():

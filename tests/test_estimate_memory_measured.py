@@ -2,16 +2,28 @@
 
 Tiny randomly initialised Llama models (transformers 5.24, built from a config, nothing downloaded)
 run two AdamW steps on the CPU while ``memtrack.StorageLog`` records every live tensor storage.
-Peaks per category are compared with the script's ``ddp`` numbers for one GPU.
+Peaks per category are compared with the script's ``ddp`` numbers for one GPU. The batch is
+padded as TRL pads it (one sequence is a token shorter), so SDPA gets a mask.
 
-Model states must match to 2%: they are plain byte counts. Activations are an approximation: the
-script uses Korthikanti et al. (2022) eq. 2, 34*s*b*h bytes per layer for a GPT block with 16-bit
-activations (doubled for fp32 compute), plus three fp32 logit-sized tensors when the loss is not
-fused (log-softmax output, its gradient, the logits gradient, live together at the start of the
-backward pass). The measured Llama block (SwiGLU MLP with I = 2.7h, GQA, RMSNorm in fp32) keeps
-about 44*s*b*h bytes in bf16 and 79*s*b*h in fp32, so the activation band is ``ACT_FACTOR`` either
-way; the 16-bit layer term alone, the formula's own regime, must agree within ``LAYER_FACTOR``.
-Run with ``-s`` to see the table of estimated and measured gigabytes.
+Model states must match to ``STATE_TOLERANCE``: they are plain byte counts. Activations follow
+the per-layer model of scripts/_scaling/activations.py (checked layer by layer in
+test_activations_measured.py) composed as the estimator does: what the layers keep, what they
+share, and the larger of the loss head's and one layer's backward. The whole activation peak
+must fall in ``ACT_BAND``. Its upper end is set by checkpointing under autocast, whose peak is at
+the end of the forward (autocast's cached weight copies, the plain loss's logits) and 1.2% above
+the estimate; every other setting without adapters is within 0.5%. Its lower end by LoRA without
+checkpointing: TRL calls ``enable_input_require_grads`` only with checkpointing, so the first
+layer's input needs no gradient and that layer keeps less than the others, which the estimate
+does not take off (4% of the peak at these four layers, less in a deeper model). The per-layer
+part alone, the peak less that of the same model without decoder layers, must be within
+``LAYER_TOLERANCE`` of the estimate's per-layer bytes, the issue's 10%. LoRA's dropout keeps its
+mask in the adapter's dtype on a CPU, a byte per element on a GPU, so the estimate is made with
+the CPU's mask here (memory.DROPOUT_MASK_BYTES = None).
+
+The total is a sum of peaks that do not coincide (the gradients are not allocated yet when the
+activations peak in the first step), so the estimate may only overstate it, by at most the
+``TOTAL_BAND`` measured here. Run with ``-s`` to see the table of estimated and measured
+gigabytes.
 """
 
 from __future__ import annotations
@@ -37,14 +49,12 @@ GB = 1e9
 
 # Model states are byte counts: exact up to AdamW's scalar step tensors.
 STATE_TOLERANCE = 0.02
-# Measured/estimated activations: SwiGLU/GQA blocks keep ~1.3x the GPT constant, and checkpointing
-# frees more than the script's conservative "all inputs + one full layer" (measured 0.8-1.15x).
-ACT_FACTOR = 1.35
-# bf16 per-layer activations against s*b*h*34: SwiGLU/GQA/RMSNorm change the constant by < 1.5x.
-LAYER_FACTOR = 1.5
-# Peak of everything together: the script adds peaks that do not coincide (gradients are not yet
-# allocated when activations peak), so it may overstate the total, never by much at this size.
-TOTAL_FACTOR = 1.5
+# measured / estimated activation peak (see the module docstring for both ends)
+ACT_BAND = (0.95, 1.02)
+# measured / estimated activations of one decoder layer
+LAYER_TOLERANCE = 0.10
+# measured / estimated total peak: the estimate adds peaks that do not coincide
+TOTAL_BAND = (0.80, 1.0)
 
 SEQ_LEN, BATCH, STEPS = 256, 2, 2
 MODEL = dict(
@@ -67,6 +77,8 @@ class Setting:
     dtype: str = "fp32"  # "fp32": 4+4+8 B/param; "bf16": pure bf16, moments in bf16 (2+2+4)
     checkpointing: bool = False
     lora: bool = False
+    autocast: bool = False  # bf16 autocast over fp32 weights: TRL's CLI default
+    attention: str = "sdpa"
     layers: int = MODEL["num_hidden_layers"]
 
     def script_args(self) -> list:
@@ -78,30 +90,41 @@ class Setting:
         args += [
             "--gradient-checkpointing" if self.checkpointing else "--no-gradient-checkpointing"
         ]
-        args += ["--attention", "sdpa", "--no-fused-loss", "--gpus", "1", "--gpu-memory-gb", "80"]
-        if self.lora:
+        args += ["--attention", self.attention, "--no-fused-loss"]
+        args += ["--gpus", "1", "--gpu-memory-gb", "80"]
+        if self.autocast:
+            args += ["--compute-dtype", "bf16"]
+        if self.lora:  # TRL's ModelConfig: lora_dropout 0.05
             args += ["--tuning", "lora", "--lora-r", "8", "--lora-targets", ",".join(LORA_TARGETS)]
         return args
 
 
 SETTINGS = {
+    "bf16": Setting(dtype="bf16"),
+    "bf16+gc": Setting(dtype="bf16", checkpointing=True),
+    "bf16 eager": Setting(dtype="bf16", attention="eager"),
     "fp32": Setting(),
     "fp32+gc": Setting(checkpointing=True),
     "fp32+lora": Setting(lora=True),
-    "bf16": Setting(dtype="bf16"),
+    "fp32+lora+gc": Setting(lora=True, checkpointing=True),
+    "autocast": Setting(autocast=True),
+    "autocast+gc": Setting(autocast=True, checkpointing=True),
+    "autocast+lora+gc": Setting(autocast=True, lora=True, checkpointing=True),
 }
-# Embedding, final norm and LM head only: isolates the loss head's share of the activations.
-HEAD_ONLY = {"fp32": Setting(layers=0), "bf16": Setting(dtype="bf16", layers=0)}
+# Embedding, final norm and LM head only: the per-layer part is the difference.
+HEAD_ONLY = {
+    name: dataclasses.replace(SETTINGS[name], layers=0) for name in ("bf16", "fp32", "autocast")
+}
 
 
-def _config(layers: int):
+def _config(layers: int, attention: str = "sdpa"):
     return transformers.LlamaConfig(
-        **{**MODEL, "num_hidden_layers": layers}, attn_implementation="sdpa"
+        **{**MODEL, "num_hidden_layers": layers}, attn_implementation=attention
     )
 
 
 def estimate(setting: Setting):
-    shape = model_shape.count_params(_config(setting.layers).to_dict())
+    shape = model_shape.count_params(_config(MODEL["num_hidden_layers"]).to_dict())
     s = em.settings_from_args(em.build_parser().parse_args(setting.script_args()))
     return shape, s, memory.estimate_strategy(shape, s, "ddp")
 
@@ -110,7 +133,8 @@ def measure(setting: Setting) -> dict:
     """Two training steps as a TRL run would take them, with the categories of live storages."""
     torch.manual_seed(0)
     dtype = torch.bfloat16 if setting.dtype == "bf16" else torch.float32
-    model = transformers.AutoModelForCausalLM.from_config(_config(setting.layers), dtype=dtype)
+    config = _config(setting.layers, setting.attention)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
     model.train()
     if setting.checkpointing:
         model.config.use_cache = False
@@ -120,16 +144,23 @@ def measure(setting: Setting) -> dict:
             r=8, lora_alpha=32, lora_dropout=0.05, target_modules=list(LORA_TARGETS)
         )
         model = peft.get_peft_model(model, config)
+        if setting.checkpointing:  # as TRL does (sft_trainer.py:899)
+            model.enable_input_require_grads()
     trainable = [p for p in model.parameters() if p.requires_grad]
     # TrainingArguments.optim defaults to adamw_torch_fused with torch >= 2.8
     optimizer = torch.optim.AdamW(trainable, lr=1e-4, fused=True)
     input_ids = torch.randint(0, MODEL["vocab_size"], (BATCH, SEQ_LEN))
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[0, -1] = 0  # a padded batch, as TRL's collators make
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=setting.autocast)
     log = StorageLog()
     log.track(model.parameters(), "param")
     log.track(model.buffers(), "buffer")
     with log:
         for _ in range(STEPS):
-            loss = model(input_ids=input_ids, labels=input_ids).loss
+            with autocast:  # accelerate wraps the model's forward only
+                loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=input_ids)
+                loss = loss.loss
             loss.backward()
             del loss
             log.mark_grads(trainable)
@@ -148,7 +179,11 @@ def runs() -> dict:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        out = {name: (estimate(setting), measure(setting)) for name, setting in SETTINGS.items()}
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(memory, "DROPOUT_MASK_BYTES", None)  # a CPU's dropout mask
+            out = {
+                name: (estimate(setting), measure(setting)) for name, setting in SETTINGS.items()
+            }
         heads = {name: measure(setting)["peak"]["act"] for name, setting in HEAD_ONLY.items()}
     finally:
         torch.set_num_threads(threads)
@@ -160,6 +195,10 @@ def _layer_measured(runs: dict, name: str) -> float:
     """Per-layer activations: (peak with all layers - peak of the head-only model) / layers."""
     measured = runs["settings"][name][1]["peak"]["act"]
     return (measured - runs["heads"][name]) / MODEL["num_hidden_layers"]
+
+
+def _layer_estimated(shape, s) -> float:
+    return memory.decoder_kept_bytes(shape, s) / MODEL["num_hidden_layers"]
 
 
 def _rows(out: dict, heads: dict) -> list:
@@ -175,17 +214,16 @@ def _rows(out: dict, heads: dict) -> list:
         ]
         if name in heads:
             layer = (peak["act"] - heads[name]) / shape.layers
-            rows.append((name, "  per layer", memory.layer_activation_bytes(shape, s), layer))
-            rows.append((name, "  loss head", memory.loss_head_bytes(shape, s), heads[name]))
+            rows.append((name, "  per layer", _layer_estimated(shape, s), layer))
     return rows
 
 
 def _print_table(out: dict, heads: dict) -> None:
     sbh = SEQ_LEN * BATCH * MODEL["hidden_size"]
-    lines = [f"{'setting':<10} | {'component':<13} | {'est GB':>8} | {'meas GB':>8} | ratio"]
+    lines = [f"{'setting':<16} | {'component':<13} | {'est GB':>8} | {'meas GB':>8} | ratio"]
     for name, component, est, got in _rows(out, heads):
         ratio = got / est if est else float("nan")
-        line = f"{name:<10} | {component:<13} | {est / GB:8.4f} | {got / GB:8.4f} | {ratio:5.2f}"
+        line = f"{name:<16} | {component:<13} | {est / GB:8.4f} | {got / GB:8.4f} | {ratio:5.3f}"
         if component == "  per layer":
             line += f"  ({got / sbh:.1f} vs {est / sbh:.1f} bytes per s*b*h)"
         lines.append(line)
@@ -205,26 +243,30 @@ def test_model_states_match_measured_bytes(runs, name):
 
 
 @pytest.mark.parametrize("name", list(SETTINGS))
-def test_activations_within_stated_factor(runs, name):
+def test_activation_peak_within_band(runs, name):
     (_, _, est), got = runs["settings"][name]
     ratio = got["peak"]["act"] / est.activations
-    assert 1 / ACT_FACTOR <= ratio <= ACT_FACTOR, f"{name}: measured/estimated = {ratio:.2f}"
+    low, high = ACT_BAND
+    assert low <= ratio <= high, f"{name}: measured/estimated = {ratio:.3f}"
 
 
-def test_16bit_layer_term_matches_korthikanti_regime(runs):
-    shape, s, _ = runs["settings"]["bf16"][0]
-    ratio = _layer_measured(runs, "bf16") / memory.layer_activation_bytes(shape, s)
-    assert 1 / LAYER_FACTOR <= ratio <= LAYER_FACTOR, f"bf16 per-layer ratio {ratio:.2f}"
+@pytest.mark.parametrize("name", list(HEAD_ONLY))
+def test_per_layer_activations_within_tolerance(runs, name):
+    (shape, s, _), _ = runs["settings"][name]
+    ratio = _layer_measured(runs, name) / _layer_estimated(shape, s)
+    assert abs(ratio - 1) <= LAYER_TOLERANCE, f"{name}: per-layer ratio {ratio:.3f}"
 
 
 def test_checkpointing_reduces_measured_and_estimated_activations(runs):
-    plain, ckpt = runs["settings"]["fp32"], runs["settings"]["fp32+gc"]
-    assert ckpt[0][2].activations < plain[0][2].activations
-    assert ckpt[1]["peak"]["act"] < plain[1]["peak"]["act"]
+    for plain, ckpt in (("fp32", "fp32+gc"), ("autocast", "autocast+gc")):
+        plain, ckpt = runs["settings"][plain], runs["settings"][ckpt]
+        assert ckpt[0][2].activations < plain[0][2].activations
+        assert ckpt[1]["peak"]["act"] < plain[1]["peak"]["act"]
 
 
 @pytest.mark.parametrize("name", list(SETTINGS))
-def test_total_peak_within_factor(runs, name):
+def test_total_peak_within_band(runs, name):
     (_, _, est), got = runs["settings"][name]
     ratio = got["total_peak"] / est.total
-    assert 1 / TOTAL_FACTOR <= ratio <= TOTAL_FACTOR, f"{name}: total ratio {ratio:.2f}"
+    low, high = TOTAL_BAND
+    assert low <= ratio <= high, f"{name}: total ratio {ratio:.3f}"

@@ -134,17 +134,22 @@ def test_deepseek_v3_full_on_8x80_is_not_sent_to_offload_beyond_ram():
 
 
 def test_70b_qlora_a_few_gb_over_takes_a_cheap_rung():
-    """Held out: 70B QLoRA on one 48 GB card, seq 2048, is 3-4 GB over at micro-batch 1. Before:
-    full ZeRO-3 offload (parameters on the CPU). Now: 8-bit AdamW (tight) is passed over for
-    optimizer-only offload (ZeRO-Offload), which fits with margin."""
+    """Held out: 70B QLoRA on one 48 GB card, seq 2048, is about 1 GB over at micro-batch 1 with
+    AdamW. Before: full ZeRO-3 offload (parameters on the CPU). Now the cheapest rung that fits
+    is taken, 8-bit AdamW. With the measured activation model (TRL's adapters on every linear
+    keep their dropout output and mask) no plan keeps the 5% margin, optimizer-only offload
+    included, so the first that fits is recommended, marked tight."""
     shape = model_shape.shape_from_params(70e9)
     s = _settings(tuning="qlora", gpu_memory_gb=48 * GIB / GB, seq_len=2048, cpu_memory_gb=64)
     rec = memory.recommend(shape, s)
-    assert rec["strategy"] == "zero2_offload_opt" and not rec["tight"]
-    assert "an earlier plan, ddp after 2 change(s), is tight" in rec["reason"]
-    eight_bit = dataclasses.replace(s, optimizer="adamw_8bit", batch_size=1)
-    ddp = memory.estimate_strategy(shape, eight_bit, "ddp")
-    assert memory.fits(ddp, eight_bit) and not memory.fits_with_margin(ddp, eight_bit)
+    assert rec["strategy"] == "ddp" and rec["tight"]
+    assert any("adamw_8bit" in change for change in rec["changes"])
+    one = dataclasses.replace(s, batch_size=1, gradient_checkpointing=True)
+    adamw = memory.estimate_strategy(shape, one, "ddp")
+    assert not memory.fits(adamw, one)
+    assert 0 < adamw.total - memory.usable_bytes(one) < 1.5 * GB
+    offload = memory.estimate_strategy(shape, one, "zero2_offload_opt")
+    assert memory.fits(offload, one) and not memory.fits_with_margin(offload, one)
 
 
 def test_the_ladder_order():
@@ -170,7 +175,7 @@ def test_the_ladder_order():
 
 
 def test_a_tight_plan_yields_to_one_with_margin():
-    """Llama-3.1-8B GRPO, vLLM colocated: zero1 needs 98 % of the usable memory, zero2 80 %.
+    """Llama-3.1-8B GRPO, vLLM colocated: zero1 needs 97 % of the usable memory, zero2 79 %.
     Before, the first plan that fit at all (zero1) was recommended."""
     shape = _shape("llama-3.1-8b.json")
     s = _settings(trainer="grpo", vllm_mode="colocate", gpus=8, vllm_max_model_length=1024)
@@ -178,7 +183,7 @@ def test_a_tight_plan_yields_to_one_with_margin():
     assert memory.fits(zero1, s) and not memory.fits_with_margin(zero1, s)
     rec = memory.recommend(shape, s)
     assert rec["strategy"] == "zero2" and not rec["tight"]
-    assert "an earlier plan, zero1 as given, is tight at 98%" in rec["reason"]
+    assert "an earlier plan, zero1 as given, is tight at 97%" in rec["reason"]
 
 
 def test_a_tight_plan_is_still_named_when_nothing_has_margin():
@@ -251,19 +256,20 @@ def test_the_text_says_which_unit_it_uses():
 
 def test_fp32_weights_with_bf16_autocast():
     """TRL's CLI default (ModelConfig.dtype float32, bf16=True): DDP keeps 4 B weights, 4 B
-    gradients and fp32 Adam moments (K = 8), activations as in bf16; DeepSpeed casts the module
-    to bf16 and keeps the fp32 master (2 + 2 + 12)."""
+    gradients and fp32 Adam moments (K = 8), and activations above bf16's (autocast's bf16
+    weight copies, the fp32 residual stream); DeepSpeed casts the module to bf16 and keeps the
+    fp32 master (2 + 2 + 12), with bf16's activations."""
     shape = model_shape.shape_from_params(1e9)
     autocast = _settings(dtype="fp32", compute_dtype="bf16", gpus=4)
     bf16 = _settings(gpus=4)
     ddp = memory.estimate_strategy(shape, autocast, "ddp")
     assert ddp.weights == ddp.gradients == shape.params * 4
     assert ddp.optimizer == shape.params * 8
-    assert ddp.activations == memory.estimate_strategy(shape, bf16, "ddp").activations
-    fp32 = memory.estimate_strategy(shape, dataclasses.replace(autocast, compute_dtype=None), "ddp")
-    assert fp32.activations > ddp.activations
+    pure_bf16 = memory.estimate_strategy(shape, bf16, "ddp").activations
+    assert ddp.activations > pure_bf16
     zero2 = memory.estimate_strategy(shape, autocast, "zero2")
     assert zero2.weights == shape.params * 2 and zero2.optimizer == shape.params * 12 / 4
+    assert zero2.activations == memory.estimate_strategy(shape, bf16, "zero2").activations
 
 
 def test_qlora_defaults_to_single_quantization():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
+from . import activations
 from .cli import UsageError
 from .model_shape import PEFT_MOE_REMAPPED_TYPES, ModelShape, lora_param_count
 
@@ -88,6 +89,9 @@ VLLM_KV_BYTES = 2  # kv_cache_dtype "auto": the model's 16-bit dtype
 # sampler, CUDA graphs and NCCL buffers. A flat allowance, not derived from the model.
 VLLM_RUNTIME_BYTES = 1.5e9
 UTILIZATION_STEP = 0.05
+# LoRA dropout keeps a boolean mask per adapted input on a GPU (torch's fused native_dropout);
+# None: a mask in the adapter's dtype, as dropout on a CPU keeps (the CPU tests set it).
+DROPOUT_MASK_BYTES: int | None = activations.BOOL
 
 
 # ----------------------------------------------------------------------------- settings
@@ -98,6 +102,7 @@ class Settings:
     trainer: str = "sft"
     tuning: str = "full"
     lora_r: int = 16
+    lora_dropout: float = 0.05  # ModelConfig.lora_dropout
     lora_targets: str = "all-linear"
     dtype: str = "bf16"  # weights as loaded (ModelConfig.dtype / model_init_kwargs["dtype"])
     optimizer: str = "adamw"
@@ -242,18 +247,84 @@ def sequences_per_micro_batch(s: Settings) -> int:
     return s.batch_size * (2 if s.trainer in PAIRED_TRAINERS else 1)
 
 
-def layer_activation_bytes(shape: ModelShape, s: Settings) -> float:
-    """Korthikanti et al. 2022, eq. (2): s*b*h*(34 + 5*a*s/h) bytes per layer with 16-bit
-    activations; the 5*a*s/h attention-score term is not stored by SDPA/FlashAttention kernels."""
-    sbh = s.seq_len * sequences_per_micro_batch(s) * shape.hidden
-    score_term = 5 * shape.heads * s.seq_len / shape.hidden if s.attention == "eager" else 0.0
-    return sbh * (34 + score_term) * activation_scale(s)
+def compute_bytes(s: Settings) -> int:
+    return DTYPE_BYTES[compute_dtype(s)]
 
 
-def activation_scale(s: Settings) -> float:
-    """The paper's bytes assume 16-bit activations; fp32 compute stores twice as much (measured
-    on CPU: 79 vs 44 bytes per s*b*h for a Llama layer, tests/test_estimate_memory_measured.py)."""
-    return DTYPE_BYTES[compute_dtype(s)] / 2
+def autocast_weights_bytes(s: Settings, strategy: str = "ddp") -> int | None:
+    """The weights' size when they stay wider than the compute dtype in the forward (fp32 weights
+    under bf16/fp16 autocast), else None. Only DDP runs so: DeepSpeed casts the module
+    (deepspeed_view) and FSDP2's mixed-precision policy gathers 16-bit parameters and casts the
+    forward's inputs (accelerate sets param_dtype to the compute dtype). QLoRA is estimated in
+    the compute dtype: its 4-bit linears are no autocast ops (bitsandbytes is not installed
+    here to measure the rest)."""
+    weights, compute = DTYPE_BYTES[s.dtype], compute_bytes(s)
+    if strategy.startswith(("zero", "fsdp")) or weights <= compute or s.tuning == "qlora":
+        return None
+    return weights
+
+
+def lora_targets(shape: ModelShape, s: Settings) -> frozenset:
+    """The adapted module names lora_param_count counts: every one for all-linear (peft's expert
+    and router adapters included where it remaps them), else the listed ones the model has."""
+    if s.lora_targets == "all-linear":
+        names = list(shape.lora_dims)
+    else:
+        names = [name.strip() for name in s.lora_targets.split(",")]
+    return frozenset(name for name in names if shape.lora_dims.get(name))
+
+
+def adapter_bytes(s: Settings, strategy: str) -> int:
+    """The adapters' dtype in TRL 1.16.0: get_peft_model upcasts 16-bit adapters to fp32
+    (peft's autocast_adapter_dtype=True), except under DeepSpeed ZeRO-3 without quantization,
+    where every trainer passes autocast_adapter_dtype=False (e.g. sft_trainer.py:857), and for
+    QLoRA, whose adapters TRL casts to bf16 (sft_trainer.py:904-910)."""
+    if s.tuning == "qlora":
+        return DTYPE_BYTES["bf16"]
+    if strategy.startswith("zero3"):
+        return DTYPE_BYTES[s.dtype]
+    return 4
+
+
+def lora_activations(shape: ModelShape, s: Settings, strategy: str) -> activations.Lora | None:
+    """What the adapters change in the activations (activations.Lora); None for full tuning.
+    peft 0.21.2 refuses dropout on the expert stacks' adapters (tuners/lora/layer.py:2366), so
+    with them the run needs lora_dropout=0 and is estimated so."""
+    if s.tuning == "full":
+        return None
+    targets = lora_targets(shape, s)
+    experts = "experts" in targets
+    return activations.Lora(
+        targets=targets,
+        rank=s.lora_r,
+        adapter_bytes=adapter_bytes(s, strategy),
+        dropout=s.lora_dropout > 0 and not experts,
+        mask_bytes=DROPOUT_MASK_BYTES,
+        experts=experts,
+    )
+
+
+def attention_kernel(s: Settings) -> str:
+    """The activation model's kernel: FlashAttention keeps what SDPA's fused kernels keep (q, k,
+    v, output, log-sum-exp; unverified on a GPU here), eager the s x s scores."""
+    return "eager" if s.attention == "eager" else "sdpa"
+
+
+def sdpa_masked(s: Settings) -> bool:
+    """Whether SDPA receives a mask, which makes transformers repeat GQA's K/V to every head.
+
+    TRL 1.16.0 pads a batch to its longest sequence: SFT's DataCollatorForLanguageModeling (with
+    padding_free or BFD packing it passes position ids of several sequences, which masking_utils
+    turns into a block mask), the chosen and rejected pair of DPO and reward, and GRPO/RLOO's
+    generation batch (each process's b x steps_per_generation completions are padded together
+    before they are split into micro-batches). One unpadded sequence gets no mask. FlashAttention
+    takes none (varlen kernels, native GQA).
+    """
+    if s.attention == "flash":
+        return False
+    if s.trainer in ONLINE_TRAINERS:
+        return s.batch_size * steps_per_generation(s) > 1
+    return sequences_per_micro_batch(s) > 1
 
 
 def loss_head_bytes(shape: ModelShape, s: Settings) -> float:
@@ -275,16 +346,113 @@ def uses_fused_loss(s: Settings) -> bool:
     return s.fused_loss and s.trainer in FUSED_LOSS_TRAINERS
 
 
-def activation_bytes(shape: ModelShape, s: Settings) -> float:
-    per_layer = layer_activation_bytes(shape, s)
-    if s.gradient_checkpointing:
-        # Korthikanti et al. 2022 sec. 4.3 (full recomputation): 2*s*b*h bytes of layer input kept
-        # per layer, plus one layer's full working set while it is recomputed.
-        sbh = s.seq_len * sequences_per_micro_batch(s) * shape.hidden
-        layers = shape.layers * 2 * sbh * activation_scale(s) + per_layer
+def _decoder_args(shape: ModelShape, s: Settings, strategy: str) -> tuple:
+    args = (
+        shape.layer_kinds,
+        s.seq_len,
+        sequences_per_micro_batch(s),
+        compute_bytes(s),
+        attention_kernel(s),
+    )
+    kwargs = {
+        "checkpointing": s.gradient_checkpointing,
+        "padded": sdpa_masked(s),
+        "weights_bytes": autocast_weights_bytes(s, strategy),
+        "lora": lora_activations(shape, s, strategy),
+    }
+    return args, kwargs
+
+
+def decoder_kept_bytes(shape: ModelShape, s: Settings, strategy: str = "ddp") -> float:
+    """What the decoder layers hold when backward starts (activations.decoder_kept_bytes)."""
+    args, kwargs = _decoder_args(shape, s, strategy)
+    return activations.decoder_kept_bytes(*args, **kwargs)
+
+
+def decoder_transient_bytes(shape: ModelShape, s: Settings, strategy: str = "ddp") -> float:
+    """The most one layer adds during its backward (activations.decoder_transient_bytes)."""
+    args, kwargs = _decoder_args(shape, s, strategy)
+    return activations.decoder_transient_bytes(*args, **kwargs)
+
+
+def autocast_cache_bytes(shape: ModelShape, s: Settings, strategy: str = "ddp") -> float:
+    """Autocast's cached copies of trainable fp32 linear weights, held until the forward ends;
+    they matter only with checkpointing, which otherwise frees each layer's copies."""
+    weights = autocast_weights_bytes(s, strategy)
+    if weights is None or s.tuning != "full" or not s.gradient_checkpointing:
+        return 0.0
+    return activations.decoder_autocast_cache_bytes(shape.layer_kinds, compute_bytes(s))
+
+
+def shared_activation_bytes(shape: ModelShape, s: Settings, strategy: str = "ddp") -> float:
+    """Input ids, rotary tables and the attention mask (activations.shared_bytes)."""
+    (kinds, seq_len, batch, c, attention), kwargs = _decoder_args(shape, s, strategy)
+    return activations.shared_bytes(
+        kinds,
+        seq_len,
+        batch,
+        c,
+        attention,
+        kwargs["padded"],
+        weights_bytes=kwargs["weights_bytes"],
+    )
+
+
+def final_norm_bytes(shape: ModelShape, s: Settings, strategy: str = "ddp") -> float:
+    """The last norm's saved tensors and the LM head's saved input: TRL's fused head saves the
+    hidden states it scores (a copy of the valid positions on a GPU, trainer/utils.py:1638), the
+    plain loss's lm_head saves them only when it trains."""
+    (kinds, seq_len, batch, c, _), kwargs = _decoder_args(shape, s, strategy)
+    weights = kwargs["weights_bytes"]
+    norm = activations.final_norm_bytes(
+        kinds, seq_len, batch, c, weights_bytes=weights, frozen=s.tuning != "full"
+    )
+    tokens = seq_len * batch
+    if s.trainer == "reward":
+        head_input = 0
+    elif uses_fused_loss(s):
+        head_input = tokens * shape.hidden * (weights or c)
     else:
-        layers = shape.layers * per_layer
-    return layers + loss_head_bytes(shape, s)
+        head_input = tokens * shape.hidden * c if s.tuning == "full" else 0
+    return norm + head_input
+
+
+def lm_head_autocast_bytes(shape: ModelShape, s: Settings, strategy: str = "ddp") -> float:
+    """Under autocast the LM head's weight is cast too: whole by the plain loss (and saved for
+    backward), one vocabulary tile at a time by TRL's fused head (trl/kernels/chunked_logprob.py
+    casts ``weight[start:end]`` in forward and backward)."""
+    if autocast_weights_bytes(s, strategy) is None or s.trainer == "reward":
+        return 0.0
+    rows = min(shape.vocab, FUSED_VOCAB_TILE) if uses_fused_loss(s) else shape.vocab
+    return rows * shape.hidden * compute_bytes(s)
+
+
+def loss_head_forward_bytes(shape: ModelShape, s: Settings) -> float:
+    """What the loss head holds at the end of the forward: one tile for the fused head; for the
+    plain loss the logits, their fp32 copy (when computed in 16 bits) and the log-softmax."""
+    tokens = s.seq_len * sequences_per_micro_batch(s)
+    if s.trainer == "reward":
+        return 0.0
+    c = compute_bytes(s)
+    if uses_fused_loss(s):
+        return min(tokens, FUSED_TOKEN_TILE) * min(shape.vocab, FUSED_VOCAB_TILE) * c
+    return tokens * shape.vocab * (c + 4 + (4 if c < 4 else 0))
+
+
+def activation_bytes(shape: ModelShape, s: Settings, strategy: str = "ddp") -> float:
+    """Activation peak of one micro-batch. The loss head's backward runs before any decoder
+    layer's, so its transient and a layer's do not add up: what the decoder keeps, plus what all
+    layers share, plus the larger of the head's backward (on top of the final norm's saved
+    tensors) and one layer's. With checkpointing under autocast the end of the forward can be
+    higher: autocast's cached weight copies are still held (autocast_cache_bytes)."""
+    kept = decoder_kept_bytes(shape, s, strategy) + shared_activation_bytes(shape, s, strategy)
+    head = final_norm_bytes(shape, s, strategy) + lm_head_autocast_bytes(shape, s, strategy)
+    backward = kept + max(
+        head + loss_head_bytes(shape, s), decoder_transient_bytes(shape, s, strategy)
+    )
+    cache = autocast_cache_bytes(shape, s, strategy)
+    forward = kept + head + loss_head_forward_bytes(shape, s) + cache
+    return max(backward, forward)
 
 
 # ----------------------------------------------------------------------------- vLLM
@@ -478,7 +646,7 @@ def estimate_strategy(shape: ModelShape, s: Settings, strategy: str) -> Estimate
         gradients=grads,
         optimizer=optim,
         gather_buffer=gather,
-        activations=activation_bytes(shape, s),
+        activations=activation_bytes(shape, s, strategy),
         reference_model=ref,
         vllm=vllm_bytes(s),
         cpu_offload=cpu,
@@ -918,22 +1086,13 @@ def assumptions(shape: ModelShape, s: Settings) -> list:
         _host_assumption(s),
         "zero3/fsdp2 add a gather buffer: two unsharded decoder layers or the whole lm_head "
         "(the fused LM head gathers it), whichever is larger",
-        f"activations (Korthikanti et al. 2022): s*b*h*{'(34 + 5*a*s/h)' if s.attention == 'eager' else '34'} "
-        f"bytes per layer with 16-bit activations, twice that with fp32 compute (compute dtype "
-        f"{compute_dtype(s)})"
-        + (
-            "; the 5*a*s/h attention-score term is dropped (SDPA/FlashAttention keep no score matrix)"
-            if s.attention != "eager"
-            else " (eager attention stores the score matrix)"
-        ),
-        "gradient checkpointing (TRL 1.16.0 default True) keeps 2*s*b*h bytes per layer plus one "
-        "layer's full working set during recomputation; activations are not sharded by ZeRO/FSDP",
+        *activation_assumptions(shape, s),
         f"headroom: {s.headroom:.0%} of each GPU's memory kept free for the CUDA context, NCCL "
         f"buffers and fragmentation; margin: a plan above {1 - MARGIN:.0%} of the usable memory "
         "is tight and is recommended only when no plan in the order fits below it",
         "not modelled: DDP gradient buckets, temporary fp32 gradient copies, communication buckets, "
-        "MoE routing imbalance (activations use the dense formula), the CUDA context itself, host "
-        "RAM of plans without offload (each process loads the checkpoint on the CPU first)",
+        "GPU kernels' workspaces, the CUDA context itself, host RAM of plans without offload (each "
+        "process loads the checkpoint on the CPU first)",
     ]
     if s.dtype != compute_dtype(s):
         out.append(
@@ -960,6 +1119,111 @@ def assumptions(shape: ModelShape, s: Settings) -> list:
     out.extend(_optimizer_assumptions(s))
     out.extend(_vllm_assumptions(shape, s))
     return out
+
+
+def activation_assumptions(shape: ModelShape, s: Settings) -> list:
+    """How the activations were counted, with this run's per-layer figure."""
+    kinds = shape.layer_kinds
+    c = compute_bytes(s)
+    weights = autocast_weights_bytes(s, "ddp")
+    lora = lora_activations(shape, s, "ddp")
+    kw = {"weights_bytes": weights, "lora": lora}
+    per_token = max(
+        sum(
+            activations.saved_bytes_per_token(
+                kind, s.seq_len, c, attention_kernel(s), sdpa_masked(s), **kw
+            ).values()
+        )
+        for kind, _ in kinds
+    )
+    constant = max(activations.layer_constant_bytes(kind, c, **kw) for kind, _ in kinds)
+    layer = (
+        "a Llama-like layer (multi-head attention, SwiGLU MLP of width 8h/3)"
+        if not shape.exact
+        else "the config's layers"
+    )
+    out = [
+        f"activations: what each decoder layer saves for backward, counted from {layer} as "
+        "transformers 5.24 builds them (attention width heads x head_dim and the KV width, the "
+        "gated MLP width, RMSNorm inputs kept in fp32, q/k norms, the MoE router's probabilities "
+        "and each token's top-k expert rows, shared experts), measured on CPU within 10% per "
+        f"layer for every fixture family; here {per_token / shape.hidden:.1f} bytes per s*b*h "
+        f"per layer without checkpointing (ddp row, {compute_dtype(s)})"
+        + (f", plus {_gb(constant)} GB per layer whatever the length" if constant else ""),
+        _attention_assumption(s),
+        "gradient checkpointing (TRL 1.16.0 default True): each layer keeps only its input "
+        "hidden states, and one layer's saved tensors are rebuilt, with its gradients, during "
+        "its backward",
+        "activation peak: what the layers keep, plus the rotary tables, ids and mask they share, "
+        "plus the larger of the loss head's backward (on the final norm's saved tensors) and one "
+        "layer's backward: the head's runs first, so the two do not add up; activations are not "
+        "sharded by ZeRO/FSDP",
+    ]
+    if weights:
+        cache = activations.decoder_autocast_cache_bytes(kinds, c)
+        out.append(
+            f"{s.dtype} weights under {compute_dtype(s)} autocast (ddp rows; DeepSpeed and FSDP2 "
+            "compute with 16-bit parameters): the residual stream stays fp32, every linear casts "
+            f"its input and keeps a {compute_dtype(s)} copy of its weight, {_gb(cache)} GB over "
+            "all layers without checkpointing; with it, autocast caches the copies of trainable "
+            "weights until the forward ends"
+        )
+    if lora is not None:
+        out.append(_lora_activation_assumption(s, lora))
+    return out
+
+
+def _attention_assumption(s: Settings) -> str:
+    if s.attention == "eager":
+        return (
+            "eager attention keeps the s x s probabilities per head (fp32 and a 16-bit copy) and "
+            "repeats GQA's K/V to every head"
+        )
+    kernel = (
+        "--attention flash is counted as SDPA's fused kernels without a mask (FlashAttention "
+        "keeps the same tensors; not measured here)"
+        if s.attention == "flash"
+        else "SDPA keeps q, k, v, its output and a log-sum-exp per head (no s x s scores)"
+    )
+    if not sdpa_masked(s):
+        return f"{kernel}; one unpadded sequence per micro-batch gets no mask"
+    return (
+        f"{kernel}; TRL pads a batch to its longest sequence (SFT's collator; DPO's and reward's "
+        "chosen+rejected pair; GRPO/RLOO's generation batch), so SDPA gets a mask, which every "
+        "layer keeps as a (b, 1, s, s) bias and which repeats GQA's K/V to every head"
+    )
+
+
+def _lora_activation_assumption(s: Settings, lora: activations.Lora) -> str:
+    names = ", ".join(sorted(lora.targets)) or "nothing"
+    dropout = (
+        f"the dropout's output in the adapter's dtype and a 1-byte mask (lora_dropout="
+        f"{s.lora_dropout:g}; CUDA's fused dropout keeps a boolean mask)"
+        if lora.dropout
+        else "its input (no dropout)"
+    )
+    text = (
+        f"{s.tuning}: the frozen base keeps no linear inputs and no normalised values; each "
+        f"adapted linear ({names}) keeps {dropout} and lora_A's output; adapters in "
+        f"{'fp32' if lora.adapter_bytes == 4 else '16 bits'} on the ddp row (peft upcasts 16-bit "
+        "adapters to fp32; TRL keeps them in the base dtype under ZeRO-3 and casts QLoRA's to "
+        "bf16)"
+    )
+    if lora.experts:
+        text += (
+            "; all-linear adapts the fused expert stacks, which peft merges with their adapters "
+            "in every forward, so each MoE layer keeps its merged stacks (checkpointing frees "
+            "them)"
+        )
+        if s.lora_dropout > 0:
+            text += (
+                f"; peft 0.21.2 refuses lora_dropout={s.lora_dropout:g} on them (tuners/lora/"
+                "layer.py:2366): estimated with lora_dropout=0, which the run needs (or name the "
+                "attention projections in lora_target_modules)"
+            )
+    if s.tuning == "qlora":
+        text += "; 4-bit linears counted like frozen 16-bit ones (bitsandbytes not measured here)"
+    return text
 
 
 def _units_assumption(s: Settings) -> str:
