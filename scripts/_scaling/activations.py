@@ -542,14 +542,21 @@ def _adapted_linears(shape: LayerShape, lora: Lora) -> list:
     return [linear[1:] for linear in linears if linear[0] in lora.targets]
 
 
+def expert_lora_dims(shape: LayerShape) -> dict:
+    """LoRA parameters per unit of rank that peft 0.21.2 adds to one MoE layer's router and fused
+    expert stacks through target_parameters: rank r on the router, 2rE on gate_up_proj, rE on
+    down_proj (model_shape counts the trainable parameters with it too)."""
+    h, experts, width = shape.hidden, shape.experts, shape.expert_intermediate
+    return {
+        "router": h + experts,
+        "experts": 2 * experts * (h + 2 * width) + experts * (width + h),
+    }
+
+
 def expert_adapter_params(shape: LayerShape, rank: int) -> int:
-    """LoRA parameters peft 0.21.2 adds to one MoE layer's router and fused expert stacks per
-    target_parameters: rank r on the router, 2rE on gate_up_proj, rE on down_proj."""
     if not shape.is_moe:
         return 0
-    h, experts, width = shape.hidden, shape.experts, shape.expert_intermediate
-    stacks = 2 * experts * (h + 2 * width) + experts * (width + h)
-    return rank * (stacks + h + experts)
+    return rank * sum(expert_lora_dims(shape).values())
 
 
 def _adapters(shape: LayerShape, st: _Step) -> float:

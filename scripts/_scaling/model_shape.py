@@ -266,17 +266,12 @@ def _moe_layer(c: dict) -> tuple[int, dict]:
     return routed, shared
 
 
-def _expert_lora_dims(c: dict) -> dict:
+def _expert_lora_dims(c: dict, kinds: list) -> dict:
     """LoRA params per unit of rank that peft 0.21.2 adds to one MoE layer's router and experts."""
-    if c["model_type"] not in PEFT_MOE_REMAPPED_TYPES:
+    moe = next((shape for shape, _ in kinds if shape.is_moe), None)
+    if c["model_type"] not in PEFT_MOE_REMAPPED_TYPES or moe is None:
         return {}
-    h = c["hidden_size"]
-    experts = _get(c, "num_local_experts", "num_experts", "n_routed_experts")
-    inter = _get(c, "moe_intermediate_size", "intermediate_size")
-    return {
-        "router": h + experts,
-        "experts": 2 * experts * (h + 2 * inter) + experts * (inter + h),
-    }
+    return activations.expert_lora_dims(moe)
 
 
 def _linear_params(linears: dict) -> int:
@@ -296,13 +291,15 @@ def count_params(config: dict) -> ModelShape:
     quantizable = 0
     block_max = 0
     lora_dims: dict = {}
+    kinds = _layer_kinds(c)
+    expert_dims = _expert_lora_dims(c, kinds)
     for index in range(layers):
         linears = dict(attention)
         routed = 0
         if _is_moe_layer(c, index):
             routed, shared = _moe_layer(c)
             linears.update(shared)
-            for name, dims in _expert_lora_dims(c).items():
+            for name, dims in expert_dims.items():
                 lora_dims[name] = lora_dims.get(name, 0) + dims
         else:
             linears.update(_dense_mlp(h, c["intermediate_size"], mlp_bias))
@@ -332,7 +329,7 @@ def count_params(config: dict) -> ModelShape:
         quantizable_params=quantizable,
         exact=True,
         source=f"config.json ({c['model_type']})",
-        layer_kinds=_layer_kinds(c),
+        layer_kinds=kinds,
         **_kv_cache_fields(c),
     )
 
