@@ -86,16 +86,6 @@ scripts/ folder there; it needs only Python 3.9+), then `python3 {PROG} --facts 
 """
 
 
-def _timeout(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds as a number, got {text!r}") from None
-    if not 0 < value <= 600:
-        raise argparse.ArgumentTypeError(f"expected 0 < seconds <= 600, got {text!r}")
-    return value
-
-
 def _url(text: str) -> str:
     from urllib.parse import urlsplit
 
@@ -151,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add(
         "--timeout",
-        type=_timeout,
+        type=cli.number(0, 600, low_open=True, name="seconds"),
         default=facts.DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"upper limit for each probe (default {facts.DEFAULT_TIMEOUT_S:g}; see the "

@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "with the embedded TRL 1.16.0 table (no)")  # fmt: skip
     add(
         "--timeout",
-        type=float,
+        type=cli.number(0, 600, low_open=True, name="seconds"),
         default=trl_args.PROBE_TIMEOUT_S,
         metavar="SECONDS",
         help=f"limit for TRL's child (default {trl_args.PROBE_TIMEOUT_S:g})",
@@ -119,8 +119,6 @@ def load_nodes(paths: "list | None") -> list:
 def main(argv: "list | None" = None) -> int:
     own, command = split_argv(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(own)
-    if not 0 < args.timeout <= 600:
-        raise cli.UsageError(f"--timeout {args.timeout:g}: expected 0 < seconds <= 600")
     nodes = load_nodes(args.facts)
     try:
         collected = plan.collect_plan(

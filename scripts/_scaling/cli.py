@@ -4,6 +4,7 @@ the wrapper that turns any failure into one line and an exit code, and terminal 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -108,3 +109,40 @@ class _PathWrapper(textwrap.TextWrapper):
             else:
                 chunks.append(chunk)
         return chunks
+
+
+def number(
+    low: float,
+    high: float,
+    *,
+    whole: bool = False,
+    low_open: bool = False,
+    high_open: bool = False,
+    name: str = "value",
+) -> Callable[[str], float]:
+    """An argparse type: a finite number in an interval, as int when `whole` (7e9 is whole, 0.5
+    and 2.5e0 are not). The error names the interval, e.g. "expected 0 < seconds <= 600"."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            what = (
+                f"{text!r} is not a number"
+                if name == "value"
+                else f"expected {name} as a number, got {text!r}"
+            )
+            raise argparse.ArgumentTypeError(what) from None
+        if whole and (not math.isfinite(value) or value != int(value)):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+        above = value > low if low_open else value >= low
+        below = value < high if high_open else value <= high
+        if not (math.isfinite(value) and above and below):
+            if whole:
+                raise argparse.ArgumentTypeError(f"{text!r} must be from {low:,} to {high:,.0f}")
+            ops = ("<" if low_open else "<=", "<" if high_open else "<=")
+            interval = f"{low:g} {ops[0]} {name} {ops[1]} {high:g}"
+            raise argparse.ArgumentTypeError(f"expected {interval}, got {text!r}")
+        return int(value) if whole else value
+
+    return parse
