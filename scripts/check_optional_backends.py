@@ -124,10 +124,9 @@ def _require(text: str) -> list:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = cli.OneLineParser(
-        prog=PROG,
-        description=__doc__.split("\n\n")[0],
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        PROG,
+        __doc__,
+        EPILOG,
         usage_hint="expected: --json --imports --timeout S --vllm-url URL --require NAMES "
         "--accelerate-config PATH --facts FILE",
     )

@@ -54,12 +54,7 @@ exit status:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = cli.OneLineParser(
-        prog=PROG,
-        description=__doc__.split("\n\n")[0],
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = cli.OneLineParser(PROG, __doc__, EPILOG)
     parser.add_argument("log", nargs="?", help="log file, or - for standard input")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(

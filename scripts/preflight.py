@@ -61,12 +61,11 @@ scripts/ folder there), once per node for a multi-node plan, in machine_rank ord
 
 def build_parser() -> argparse.ArgumentParser:
     parser = cli.OneLineParser(
-        prog=PROG,
+        PROG,
+        __doc__,
+        EPILOG,
         usage=f"{PROG} [--facts FILE ...] [--model-config PATH] [--trainer NAME] [--json] "
         "-- COMMAND ...",
-        description=__doc__.split("\n\n")[0],
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         usage_hint=f"usage: {PROG} [options] -- COMMAND ...; see --help",
     )
     add = parser.add_argument

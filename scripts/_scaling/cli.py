@@ -26,8 +26,20 @@ class UsageError(Exception):
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a bad command line as a UsageError instead of usage + exit."""
 
-    def __init__(self, *args, usage_hint: str = "see --help", **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        prog: str,
+        doc: str = "",
+        epilog: str = "",
+        *,
+        usage_hint: str = "see --help",
+        **kwargs,
+    ) -> None:
+        """`doc`'s first paragraph is the description (an entry script passes its __doc__);
+        the epilog keeps its line breaks."""
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        description = kwargs.pop("description", None) or doc.split("\n\n")[0].strip() or None
+        super().__init__(prog=prog, description=description, epilog=epilog or None, **kwargs)
         self.usage_hint = usage_hint
 
     def error(self, message: str) -> NoReturn:
