@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 
@@ -45,6 +47,8 @@ import script_modules  # noqa: E402,F401  (puts scripts/ on sys.path)
 from _scaling import activations, model_shape  # noqa: E402
 from memtrack import StorageLog  # noqa: E402
 from transformers.initialization import no_init_weights  # noqa: E402
+
+CONFIGS = Path(__file__).parent / "fixtures" / "model_configs"
 
 # peft 0.21.2 reads transformers 5.24's deprecated ``is_gradient_checkpointing`` property
 pytestmark = pytest.mark.filterwarnings(
@@ -501,6 +505,61 @@ def test_head_dim_default_is_the_config_class_one(model_type):
     built = model.model.layers[0].self_attn.q_proj.out_features // 8
     assert activations.head_dim(config) == built
     assert model_shape.count_params(config).head_dim == built
+
+
+@pytest.mark.parametrize("model_type", HEAD_DIM_TYPES)
+def test_kv_heads_default_is_the_config_class_one(model_type):
+    """A config.json without num_key_value_heads: Mistral, Qwen and Gemma configs default to a
+    fixed count, Llama's to the head count. activations.kv_heads (also behind model_shape's counts
+    and the vLLM KV cache) must read what transformers builds."""
+    config = {
+        "model_type": model_type,
+        "hidden_size": 1024,
+        "num_attention_heads": 32,
+        "head_dim": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "vocab_size": 64,
+        "num_local_experts": 2,
+        "num_experts": 2,
+        "num_experts_per_tok": 1,
+        "moe_intermediate_size": 64,
+    }
+    hf_config = transformers.AutoConfig.for_model(**config)
+    with torch.device("meta"), no_init_weights():
+        model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    built = model.model.layers[0].self_attn.k_proj.out_features // 32
+    assert activations.kv_heads(config) == built
+    assert model_shape.count_params(config).kv_heads == built
+
+
+MOE_LAYER_CASES = [
+    ("deepseek-v3", {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 2, "topk_group": 1}),
+    ("deepseek-v3", {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 2, "topk_group": 1,
+                     "first_k_dense_replace": None}),
+    ("qwen1.5-moe-a2.7b", {"num_experts": 4, "decoder_sparse_step": 2, "mlp_only_layers": [3, 4]}),
+    ("qwen3-30b-a3b", {"num_experts": 4, "decoder_sparse_step": 3, "mlp_only_layers": [0]}),
+    ("mixtral-8x7b-v0.1", {"num_local_experts": 2}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("fixture", "overrides"), MOE_LAYER_CASES)
+def test_moe_layers_are_the_ones_transformers_builds(fixture, overrides):
+    """One rule for which layers are MoE (activations.is_moe_layer, also behind model_shape's
+    parameter count), checked layer by layer against the modules transformers builds, and its
+    loop-free count against the rule."""
+    config = json.loads((CONFIGS / f"{fixture}.json").read_text())
+    config.update(overrides, num_hidden_layers=7)
+    config = {k: v for k, v in config.items() if v is not None}
+    hf_config = transformers.AutoConfig.for_model(**config)
+    with torch.device("meta"), no_init_weights():
+        model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    built = [hasattr(layer.mlp, "experts") for layer in model.model.layers]
+    rule = [activations.is_moe_layer(config, i) for i in range(7)]
+    assert rule == built, (rule, built)
+    counted = activations._moe_layer_count(config, config["model_type"], 7)
+    assert counted == sum(rule)
+    assert model_shape.count_params(config).params == sum(p.numel() for p in model.parameters())
 
 
 def test_peft_adapts_expert_stacks_for_all_linear_only_without_dropout():

@@ -38,6 +38,12 @@ QK_NORM_TYPES = ("qwen3", "qwen3_moe", "gemma3_text")
 # (model_shape reads head_dim() too); tests/test_activations_shapes.py checks it against the
 # attention modules transformers builds.
 HEAD_DIM_DEFAULTS = {"qwen3": 128, "gemma": 256, "gemma2": 256, "gemma3_text": 256}
+# The num_key_value_heads a config.json without the field gets from its config class
+# (transformers 5.24.0 configuration_<family>.py); other families fall back to the head count.
+KV_HEADS_DEFAULTS = {
+    "mistral": 8, "mixtral": 8, "qwen2": 32, "qwen3": 32, "qwen2_moe": 16, "qwen3_moe": 4,
+    "gemma": 16, "gemma2": 4, "gemma3_text": 4,
+}  # fmt: skip
 NORM_TOPK_DEFAULTS = {"qwen2_moe": False, "qwen3_moe": False, "deepseek_v3": True}
 SOFTCAP_DEFAULTS = {"gemma2": 50.0}  # Gemma2Config.attn_logit_softcapping
 GEMMA3_SLIDING_PATTERN = 6  # models/gemma3/configuration_gemma3.py:105
@@ -110,6 +116,14 @@ def head_dim(config: dict) -> int:
     return _positive(c, "head_dim", default)
 
 
+def kv_heads(config: dict) -> int:
+    """Key/value heads of a standard-attention config.json (text part): ``num_key_value_heads``,
+    else the family's config-class default (KV_HEADS_DEFAULTS), else the head count."""
+    c = _text_config(config)
+    heads = _positive(c, "num_attention_heads")
+    return _positive(c, "num_key_value_heads", KV_HEADS_DEFAULTS.get(c.get("model_type"), heads))
+
+
 def _attention_fields(c: dict, model_type: str) -> dict:
     heads = _positive(c, "num_attention_heads")
     if model_type == "deepseek_v3":  # models/deepseek_v3/modeling_deepseek_v3.py:360-366
@@ -127,7 +141,7 @@ def _attention_fields(c: dict, model_type: str) -> dict:
     softcap = c.get("attn_logit_softcapping", SOFTCAP_DEFAULTS.get(model_type))
     return {
         "heads": heads,
-        "kv_heads": _positive(c, "num_key_value_heads", heads),
+        "kv_heads": kv_heads(c),
         "head_dim": width,
         "v_head_dim": width,
         "gemma_norms": model_type in GEMMA_NORM_TYPES,
@@ -170,22 +184,43 @@ def _moe_fields(c: dict, model_type: str) -> dict:
     }
 
 
-def _moe_layer_count(c: dict, model_type: str, layers: int) -> int:
-    """Decoder layers with a sparse MoE block instead of the dense MLP."""
+def is_moe_layer(config: dict, index: int) -> bool:
+    """Whether decoder layer `index` has a sparse MoE block instead of the dense MLP (the
+    modules' own rule; _moe_layer_count counts the same layers without a loop)."""
+    c = _text_config(config)
+    model_type = c.get("model_type")
     if model_type == "mixtral":
-        return layers
+        return True
     if model_type in ("qwen2_moe", "qwen3_moe"):
         # models/qwen2_moe/modeling_qwen2_moe.py:358-361: (i + 1) % decoder_sparse_step == 0,
         # i not in mlp_only_layers, num_experts > 0
+        step = c.get("decoder_sparse_step", 1) or 1
+        dense_only = c.get("mlp_only_layers") or []
+        return bool(c.get("num_experts")) and (index + 1) % step == 0 and index not in dense_only
+    if model_type == "deepseek_v3":  # modeling_deepseek_v3.py:493: i >= first_k_dense_replace
+        return bool(c.get("n_routed_experts")) and index >= _first_dense(c)
+    return False
+
+
+def _first_dense(c: dict) -> int:
+    # configuration_deepseek_v3.py:100 defaults first_k_dense_replace to 3; moe_layer_freq,
+    # which some checkpoints carry, is read by no 5.24 module.
+    value = c.get("first_k_dense_replace")
+    return 3 if value is None else value
+
+
+def _moe_layer_count(c: dict, model_type: str, layers: int) -> int:
+    """How many of the first `layers` layers is_moe_layer marks, in O(1) for any depth."""
+    if model_type == "mixtral":
+        return layers
+    if model_type in ("qwen2_moe", "qwen3_moe"):
         if not c.get("num_experts"):
             return 0
         step = c.get("decoder_sparse_step", 1) or 1
         dense_only = {i for i in c.get("mlp_only_layers") or [] if 0 <= i < layers}
         return layers // step - sum(1 for i in dense_only if (i + 1) % step == 0)
-    if model_type == "deepseek_v3":  # modeling_deepseek_v3.py:493: i >= first_k_dense_replace
-        return (
-            max(0, layers - c.get("first_k_dense_replace", 3)) if c.get("n_routed_experts") else 0
-        )
+    if model_type == "deepseek_v3":
+        return max(0, layers - _first_dense(c)) if c.get("n_routed_experts") else 0
     return 0
 
 

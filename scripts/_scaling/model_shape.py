@@ -154,7 +154,7 @@ def _check_whole(config: dict, key: str, low: int, high: int) -> None:
 
 def _check_heads(config: dict) -> None:
     heads = config["num_attention_heads"]
-    kv_heads = _get(config, "num_key_value_heads", default=heads)
+    kv_heads = activations.kv_heads(config)
     if heads % kv_heads:
         raise UsageError(
             f"config.json: num_attention_heads ({heads}) is not a multiple of "
@@ -172,7 +172,7 @@ def _attention_linears(c: dict) -> dict:
     h, n_heads = c["hidden_size"], c["num_attention_heads"]
     if c["model_type"] == "deepseek_v3":
         return _mla_linears(c)
-    n_kv = _get(c, "num_key_value_heads", default=n_heads)
+    n_kv = activations.kv_heads(c)
     head_dim = activations.head_dim(c)
     # Qwen2 always has q/k/v biases, Qwen2-MoE follows qkv_bias (default True); the others follow
     # attention_bias, which also covers o_proj.
@@ -219,27 +219,6 @@ def _attention_norm_params(c: dict) -> int:
 def _layer_norm_count(c: dict) -> int:
     # Gemma 2/3 add pre- and post-feedforward norms to the two usual ones.
     return 4 if c["model_type"] in ("gemma2", "gemma3_text") else 2
-
-
-def _is_moe_layer(c: dict, index: int) -> bool:
-    model_type = c["model_type"]
-    if model_type == "mixtral":
-        return True
-    if model_type in ("qwen2_moe", "qwen3_moe"):
-        step = c.get("decoder_sparse_step", 1) or 1
-        return (
-            index not in (c.get("mlp_only_layers") or [])
-            and _get(c, "num_experts", default=0) > 0
-            and (index + 1) % step == 0
-        )
-    if model_type == "deepseek_v3":
-        freq = c.get("moe_layer_freq", 1) or 1
-        return (
-            c.get("n_routed_experts")
-            and index >= c.get("first_k_dense_replace", 0)
-            and index % freq == 0
-        )
-    return False
 
 
 def _dense_mlp(h: int, inter: int, bias: bool) -> dict:
@@ -296,7 +275,7 @@ def count_params(config: dict) -> ModelShape:
     for index in range(layers):
         linears = dict(attention)
         routed = 0
-        if _is_moe_layer(c, index):
+        if activations.is_moe_layer(c, index):
             routed, shared = _moe_layer(c)
             linears.update(shared)
             for name, dims in expert_dims.items():
@@ -350,9 +329,8 @@ def _kv_cache_fields(c: dict) -> dict:
     if c["model_type"] == "deepseek_v3":
         latent = c["kv_lora_rank"] + c["qk_rope_head_dim"]
         return {"kv_heads": 0, "head_dim": 0, "kv_latent": latent, "max_positions": _max_pos(c)}
-    heads = c["num_attention_heads"]
     return {
-        "kv_heads": _get(c, "num_key_value_heads", default=heads),
+        "kv_heads": activations.kv_heads(c),
         "head_dim": activations.head_dim(c),
         "kv_latent": 0,
         "max_positions": _max_pos(c),
