@@ -3,7 +3,8 @@
 # requires-python = ">=3.9"
 # dependencies = []
 # ///
-"""Estimate per-GPU memory of a TRL fine-tuning run for each scaling strategy and recommend one.
+"""Per-GPU memory of a TRL 1.16.0 fine-tuning run for each scaling strategy (DDP, ZeRO-1/2/3,
+FSDP2, offload), vLLM's share and host RAM checked, and the least invasive plan that fits.
 
 Stdlib only, Python 3.9+. The arithmetic lives in _scaling/memory.py (model states after the ZeRO
 paper, QLoRA storage after Dettmers et al., TRL 1.16.0 defaults); every assumption is listed in
@@ -21,7 +22,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also under -I 
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import math  # noqa: E402
 import re  # noqa: E402
 
 from _scaling import cli, facts  # noqa: E402
@@ -169,36 +169,6 @@ MAX_COUNT = 1_000_000  # batch sizes, accumulation steps, generations, LoRA rank
 MAX_GIB = 100_000
 
 
-def _whole(low: int, high: float):
-    """A whole number in [low, high]; 7e9 and 7.0e9 are whole, 0.5 and 2.5e0 are not."""
-
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value) or value != int(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{text!r} must be from {low} to {high:,.0f}")
-        return int(value)
-
-    return parse
-
-
-def _positive_float(high: float):
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value) or not 0 < value <= high:
-            raise argparse.ArgumentTypeError(f"{text!r} must be a number above 0, at most {high:g}")
-        return value
-
-    return parse
-
-
 DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
 
 
@@ -209,56 +179,37 @@ def _dtype(text: str) -> str:
     return name
 
 
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be in [0, 1)")
-    return value
-
-
-def _utilization(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
-    return value
-
-
 # argparse reads "-7e9" as an option, not a (negative) value, unless it looks like a number.
 NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = cli.OneLineParser(
-        prog="estimate_memory.py",
-        description="Per-GPU memory per scaling strategy (DDP, ZeRO-1/2/3, FSDP2, offload) for a "
-        "TRL 1.16.0 fine-tuning run, vLLM's share and host RAM checked, and a recommendation.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = cli.OneLineParser(PROG, __doc__, EPILOG)
     p._negative_number_matcher = NEGATIVE_NUMBER  # the value's own check then names the problem
     src = p.add_mutually_exclusive_group()
     src.add_argument(
-        "--params", type=_whole(1, MAX_PARAMS), help="parameter count, a whole number: 7.5e9"
+        "--params",
+        type=cli.number(1, MAX_PARAMS, whole=True),
+        help="parameter count, a whole number: 7.5e9",
     )
     src.add_argument("--model-config", help="local Hugging Face config.json of a causal LM")
-    p.add_argument("--vocab-size", type=_whole(1, 10**8), default=32000, help="with --params")
+    p.add_argument(
+        "--vocab-size", type=cli.number(1, 10**8, whole=True), default=32000, help="with --params"
+    )
     p.add_argument("--trainer", choices=TRAINERS, default="sft")
     p.add_argument("--tuning", choices=("full", "lora", "qlora"), default="full")
     p.add_argument(
-        "--lora-r", type=_whole(1, MAX_COUNT), default=16, help="ModelConfig.lora_r default"
+        "--lora-r",
+        type=cli.number(1, MAX_COUNT, whole=True),
+        default=16,
+        help="ModelConfig.lora_r default",
     )
     p.add_argument(
         "--lora-targets", default="all-linear", help="all-linear or a comma list of module names"
     )
     p.add_argument(
         "--lora-dropout",
-        type=_fraction,
+        type=cli.number(0, 1, high_open=True),
         default=0.05,
         help="ModelConfig.lora_dropout default; each adapter then keeps a dropout mask and output",
     )
@@ -283,12 +234,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw")
     p.add_argument("--master-weights", choices=("fp32", "none"), default="fp32")
     p.add_argument(
-        "--seq-len", type=_whole(1, MAX_SEQ_LEN), default=1024, help="tokens per sequence"
+        "--seq-len",
+        type=cli.number(1, MAX_SEQ_LEN, whole=True),
+        default=1024,
+        help="tokens per sequence",
     )
     p.add_argument(
-        "--batch-size", type=_whole(1, MAX_COUNT), default=8, help="per-device micro-batch"
+        "--batch-size",
+        type=cli.number(1, MAX_COUNT, whole=True),
+        default=8,
+        help="per-device micro-batch",
     )
-    p.add_argument("--gradient-accumulation-steps", type=_whole(1, MAX_COUNT), default=1)
+    p.add_argument(
+        "--gradient-accumulation-steps", type=cli.number(1, MAX_COUNT, whole=True), default=1
+    )
     p.add_argument(
         "--gradient-checkpointing",
         action=argparse.BooleanOptionalAction,
@@ -312,42 +271,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precompute-ref-log-probs", action="store_true", help="dpo/kto")
     p.add_argument(
         "--num-generations",
-        type=_whole(1, MAX_COUNT),
+        type=cli.number(1, MAX_COUNT, whole=True),
         help="grpo/rloo (default: TRL's, 8 and 2); must divide the generation batch",
     )
     p.add_argument(
         "--steps-per-generation",
-        type=_whole(1, MAX_COUNT),
+        type=cli.number(1, MAX_COUNT, whole=True),
         help="grpo/rloo (default: --gradient-accumulation-steps, as in TRL)",
     )
-    p.add_argument("--gpus", type=_whole(1, MAX_GPUS), help="default: the visible GPUs")
+    p.add_argument(
+        "--gpus", type=cli.number(1, MAX_GPUS, whole=True), help="default: the visible GPUs"
+    )
     p.add_argument(
         "--gpu-memory-gb",
-        type=_positive_float(MAX_GIB),
+        type=cli.number(0, MAX_GIB, low_open=True),
         help="the size printed on the card (24, 48, 80), read as GiB; "
         "default: the smallest visible GPU",
     )
     p.add_argument("--vllm-mode", choices=("none", "colocate", "server"), default="none")
     p.add_argument(
         "--vllm-gpu-memory-utilization",
-        type=_utilization,
+        type=cli.number(0, 1, low_open=True),
         help="default: TRL's, 0.3 in colocate mode, 0.9 for trl vllm-serve",
     )
     p.add_argument(
         "--vllm-tensor-parallel-size",
-        type=_whole(1, 1024),
+        type=cli.number(1, 1024, whole=True),
         default=1,
         help="vllm_tensor_parallel_size (colocate) or the server's --tensor_parallel_size",
     )
     p.add_argument(
         "--vllm-data-parallel-size",
-        type=_whole(1, 1024),
+        type=cli.number(1, 1024, whole=True),
         default=1,
         help="server mode: trl vllm-serve --data_parallel_size",
     )
     p.add_argument(
         "--vllm-max-model-length",
-        type=_whole(1, 10**9),
+        type=cli.number(1, 10**9, whole=True),
         help="vllm_max_model_length (default: the config's max_position_embeddings, as vLLM)",
     )
     p.add_argument(
@@ -356,10 +317,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=False,
         help="colocate: vllm_enable_sleep_mode",
     )
-    p.add_argument("--headroom", type=_fraction, default=0.1, help="fraction kept free")
+    p.add_argument(
+        "--headroom", type=cli.number(0, 1, high_open=True), default=0.1, help="fraction kept free"
+    )
     p.add_argument(
         "--cpu-memory-gb",
-        type=_positive_float(10**8),
+        type=cli.number(0, 10**8, low_open=True),
         help="host RAM per node in GB, checked for offload (default: the --facts file's, else "
         "this machine's)",
     )
