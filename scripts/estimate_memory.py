@@ -362,8 +362,8 @@ def host_ram(seen: "dict | None", recorded: "str | None") -> tuple:
     """(host RAM per node in GB or None, where it came from)."""
     host = (seen or {}).get("host") if recorded else facts.host_memory()
     where = recorded or "this machine"
-    total = host.get("total_bytes") if isinstance(host, dict) else None
-    if not isinstance(total, (int, float)) or isinstance(total, bool) or total <= 0:
+    total = facts.host_ram_bytes({"host": host})
+    if total is None:
         return None, f"not recorded in {where}"
     return round(total / GB, 2), f"total RAM of {where}, {host.get('source') or 'recorded'}"
 

@@ -431,6 +431,41 @@ def test_memory_fix_is_the_estimators_recommendation():
     assert advice["fits"] and advice["strategy"] in found["fix"]
 
 
+def test_vllm_that_cannot_hold_the_model_is_a_memory_error():
+    """Qwen3-30B-A3B colocated with TRL's defaults (TP 1, 0.3 of each GPU): its bf16 weights
+    alone are about twice vLLM's share, so vLLM cannot start whatever the training side needs."""
+    command = ["trl", "grpo", "--model_name_or_path", "Qwen/Qwen3-30B-A3B", *D, "--use_vllm",
+               "--use_peft", "--accelerate_config", "zero3", "--dtype", "bfloat16"]  # fmt: skip
+    report = judge(command, ("h100_8x_nvlink",), model_config=str(MODELS / "qwen3-30b-a3b.json"))
+    found = finding(report, "memory-exceeds-gpu")
+    assert found["message"].startswith("vLLM needs about") and "cannot start" in found["message"]
+    memory = report["plan"]["memory"]
+    assert memory["vllm_fits"] is False and memory["vllm_needed_gb"] > memory["vllm_share_gb"]
+    assert "vllm_tensor_parallel_size" in found["fix"]
+    larger_tp = judge([*command, "--vllm_tensor_parallel_size", "4"], ("h100_8x_nvlink",),
+                      model_config=str(MODELS / "qwen3-30b-a3b.json"))  # fmt: skip
+    assert larger_tp["plan"]["memory"]["vllm_fits"] is True
+    assert "memory-exceeds-gpu" not in problems(larger_tp)
+
+
+def test_offload_beyond_the_nodes_ram_is_a_memory_error():
+    command = ["accelerate", "launch", "--config_file", p("zero3_offload.yaml"),
+               f"{TRL_SCRIPTS}/sft.py", *M, *D, "--dtype", "bfloat16"]  # fmt: skip
+    config = str(MODELS / "llama-3.1-8b.json")
+    small = machine_with("a100_80gb_4x", "small-host", host={"total_bytes": 32 * 10**9})
+    report = judge(command, (small,), model_config=config)
+    found = finding(report, "memory-exceeds-gpu")
+    assert "offloads about" in found["message"] and "32 GB" in found["message"]
+    assert report["plan"]["memory"]["host_fits"] is False
+    large = machine_with("a100_80gb_4x", "large-host", host={"total_bytes": 2 * 10**12})
+    report = judge(command, (large,), model_config=config)
+    assert report["plan"]["memory"]["host_fits"] is True
+    assert "memory-exceeds-gpu" not in problems(report)
+    unknown = judge(command, ("a100_80gb_4x",), model_config=config)  # recorded without RAM
+    assert unknown["plan"]["memory"]["host_ram_gb"] is None
+    assert "memory-exceeds-gpu" not in problems(unknown)
+
+
 ESTIMATOR_CASES = [
     # (machines, preflight arguments after SFT, the same run in estimate_memory.py's words)
     ("rtx4090_2x", ["--num_processes", "2"],

@@ -279,3 +279,11 @@ def gpu_memories_mib(facts: dict) -> list:
         return []
     devices = [d for d in acc.get("devices") or [] if isinstance(d, dict)]
     return [d["memory_total_mib"] for d in devices if isinstance(d.get("memory_total_mib"), int)]
+
+
+def host_ram_bytes(facts: dict) -> int | None:
+    """Total RAM of the machine the facts describe, in bytes; None when not recorded."""
+    host = facts.get("host")
+    total = host.get("total_bytes") if isinstance(host, dict) else None
+    valid = isinstance(total, (int, float)) and not isinstance(total, bool) and total > 0
+    return int(total) if valid else None

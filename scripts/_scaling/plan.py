@@ -15,6 +15,7 @@ from .accelerators import VISIBILITY_VARIABLES, parse_visible_devices
 from .cli import UsageError
 from .config_rules import BACKEND_STAGES, Launch
 from .environment import redact, redact_url_credentials
+from .facts import host_ram_bytes
 from .model_source import find_model_config, read_model_config
 
 SCHEMA_VERSION = 1
@@ -233,19 +234,29 @@ def memory_view(collected: Collected, view: plan_rules.PlanView) -> dict:
     settings = memory_settings(view, card * memory.GIB / memory.GB, collected)
     strategy = strategy_of(view)
     try:
-        if hasattr(memory, "check_settings"):
-            memory.check_settings(shape, settings)
+        memory.check_settings(shape, settings)
         estimate = memory.estimate_strategy(shape, settings, strategy)
         advice = memory.recommend(shape, settings)
+        need = memory.vllm_need(shape, settings)
     except UsageError as exc:
         return {"unknown": str(exc)}
+
+    def gb(value: float) -> float:
+        return round(value / memory.GB, 2)
+
     return {
         "strategy": strategy,
         "params": shape.params,
-        "total_gb": round(estimate.total / memory.GB, 2),
+        "total_gb": gb(estimate.total),
         "gpu_gb": round(settings.gpu_memory_gb, 2),
         "gpu_gib": round(card, 2),
-        "usable_gb": round(memory.usable_bytes(settings) / memory.GB, 2),
+        "usable_gb": gb(memory.usable_bytes(settings)),
+        "vllm_fits": estimate.vllm_fits,
+        "vllm_needed_gb": gb(need.needed) if need else None,
+        "vllm_share_gb": gb(need.share) if need else None,
+        "host_fits": memory.host_fits(estimate, settings),
+        "host_needed_gb": gb(memory.host_bytes_per_node(estimate, settings)),
+        "host_ram_gb": settings.cpu_memory_gb,
         "recommendation": advice,
         "settings": {k: v for k, v in dataclasses.asdict(settings).items() if v is not None},
     }
@@ -257,6 +268,14 @@ OPTIMIZERS = {
     "adamw_bnb_8bit": "adamw_8bit", "paged_adamw_32bit": "paged_adamw",
     "paged_adamw_8bit": "paged_adamw_8bit", "adafactor": "adafactor", "sgd": "sgd",
 }  # fmt: skip
+
+
+def _host_ram_gb(view: plan_rules.PlanView) -> float | None:
+    """The smallest host RAM among the plan's nodes, in GB, when every node recorded it."""
+    rams = [host_ram_bytes(node.facts) for node in view.nodes]
+    if not rams or None in rams:
+        return None
+    return round(min(rams) / memory.GB, 2)
 
 
 def memory_settings(view: plan_rules.PlanView, gpu_gb: float, collected: Collected) -> object:
@@ -297,6 +316,7 @@ def memory_settings(view: plan_rules.PlanView, gpu_gb: float, collected: Collect
         if "vllm_gpu_memory_utilization" in view.given else None,
         "compute_dtype": "bf16" if trl.get("bf16") else ("fp16" if trl.get("fp16") else None),
         "headroom": collected.options.get("headroom", 0.1),
+        "cpu_memory_gb": _host_ram_gb(view),
     }  # fmt: skip
     if fields["vllm_mode"] not in ("none", "colocate", "server"):
         fields["vllm_mode"] = "none"

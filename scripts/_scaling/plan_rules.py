@@ -645,13 +645,29 @@ def _memory_advice(view: PlanView) -> str:
 
 
 def _memory_exceeds(view: PlanView) -> object:
+    """The plan's strategy does not fit: the GPU, vLLM's share of it, or the host RAM that
+    offload needs (memory.fits: the estimator's own verdict)."""
     m = view.memory
-    if "total_gb" not in m or m["total_gb"] <= m["gpu_gb"]:
+    if "total_gb" not in m:
         return None
-    message = (
-        f"{m['strategy']} needs about {m['total_gb']:g} GB per GPU; the smallest GPU used has "
-        f"{m['gpu_gb']:g} GB (a {m['gpu_gib']:g} GiB card)"
-    )
+    if m["total_gb"] > m["gpu_gb"]:
+        message = (
+            f"{m['strategy']} needs about {m['total_gb']:g} GB per GPU; the smallest GPU used has "
+            f"{m['gpu_gb']:g} GB (a {m['gpu_gib']:g} GiB card)"
+        )
+    elif m.get("vllm_fits") is False:
+        message = (
+            f"vLLM needs about {m['vllm_needed_gb']:g} GB per GPU (weights, KV cache, runtime) "
+            f"but gets {m['vllm_share_gb']:g} GB (vllm_gpu_memory_utilization x GPU): it cannot "
+            "start"
+        )
+    elif m.get("host_fits") is False:
+        message = (
+            f"{m['strategy']} offloads about {m['host_needed_gb']:g} GB to each node's RAM; the "
+            f"smallest node has {m['host_ram_gb']:g} GB"
+        )
+    else:
+        return None
     return message, _memory_advice(view)
 
 
