@@ -142,9 +142,11 @@ loss head's backward and a layer's do not add up (the head's runs first).
 
 recommendation: the first plan, least invasive first, that leaves 5% of the usable memory free
 (a plan within that margin is "tight" and chosen only when none has more room). For the given
-tuning, then LoRA, then QLoRA: the optimizer as given, then 8-bit AdamW; vLLM as given, then
-changed (utilization, max_model_len, tensor parallel size, sleep mode, server mode); DDP before
-ZeRO-1/2/3 and FSDP2; each as given, with gradient checkpointing, then smaller micro-batches.
+tuning, then LoRA, then QLoRA (on MoE models where all-linear adapts the expert stacks, each
+followed by the same on the attention projections alone): the optimizer as given, then 8-bit
+AdamW; vLLM as given, then changed (utilization, max_model_len, tensor parallel size, sleep
+mode, server mode); DDP before ZeRO-1/2/3 and FSDP2; each as given, with gradient
+checkpointing, then smaller micro-batches.
 Last the offload ladder: optimizer offload before parameter offload.
 
 JSON (--json), schema_version 1: inputs; model; gpu {memory_gb, memory_gib, source};

@@ -532,8 +532,15 @@ def test_nothing_fits_says_what_is_missing():
     # without a CPU limit, offloading everything is a (slow) way out
     rec = memory.recommend(shape, _settings(gpus=8, gpu_memory_gb=24, lora_targets=targets))
     assert rec["strategy"] in memory.OFFLOADED and "host RAM unknown" in rec["reason"]
+    # all-linear (the default targets): the ladder narrows LoRA to the attention projections,
+    # and the smallest plan is then an offload plan that the 256 GB of RAM cannot hold
     rec = memory.recommend(shape, _settings(gpus=8, gpu_memory_gb=24, cpu_memory_gb=256))
-    assert rec["strategy"] is None and "GB more than the 21.6 GB usable" in rec["reason"]
+    assert rec["strategy"] is None and "more than the 256 GB of host RAM" in rec["reason"]
+    assert "LoRA r=16 on o_proj,q_a_proj,q_b_proj,kv_a_proj_with_mqa,kv_b_proj" in rec["reason"]
+    # with RAM to spare, a 16 GB card is what runs out: the reason says so
+    roomy = _settings(gpus=8, gpu_memory_gb=16, cpu_memory_gb=100_000, lora_targets=targets)
+    rec = memory.recommend(shape, roomy)
+    assert rec["strategy"] is None and "GB more than the 14.4 GB usable" in rec["reason"]
 
 
 def test_activations_alone_can_exceed_the_gpu():

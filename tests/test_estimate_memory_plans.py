@@ -123,10 +123,19 @@ def test_deepseek_v3_full_on_8x80_is_not_sent_to_offload_beyond_ram():
     offload = memory.estimate_strategy(shape, s, "zero3_offload")
     assert memory.host_bytes_per_node(offload, s) == pytest.approx(shape.params * 18 * 1.5)
     assert not memory.fits(offload, s)
+    # Full fine-tuning is refused; what fits is LoRA on the attention projections alone (all-
+    # linear would adapt the 256-expert stacks, whose merged copies outgrow the GPU), with its
+    # states offloaded, within the RAM.
     rec = memory.recommend(shape, s)
-    assert rec["strategy"] is None
+    assert rec["fits"] and rec["strategy"] in memory.OFFLOADED
+    assert rec["changes"][0].startswith("use_peft=True (LoRA r=16 on o_proj,q_a_proj")
+    assert "within the 2048 GB of host RAM" in rec["reason"]
+    tight_ram = dataclasses.replace(s, cpu_memory_gb=1024)
+    refused = memory.recommend(shape, tight_ram)
+    assert refused["strategy"] is None
     assert (
-        "GB of host RAM per node for its offloaded states, more than the 2048 GB" in rec["reason"]
+        "GB of host RAM per node for its offloaded states, more than the 1024 GB"
+        in (refused["reason"])
     )
     # with the RAM, offload is a way out again
     roomy = dataclasses.replace(s, cpu_memory_gb=30_000)
@@ -322,3 +331,21 @@ def test_help_names_every_json_key():
     keys -= {"inputs"}  # Settings fields, named by the flags
     missing = sorted(k for k in keys if not re.search(rf"\b{k}\b", help_text))
     assert not missing
+
+
+def test_moe_lora_narrows_to_the_attention_before_quantizing():
+    """all-linear LoRA on Qwen3-30B-A3B adapts the fused expert stacks, so each MoE layer keeps
+    a merged copy of them; on one 80 GB card the least invasive plan that fits with margin is
+    LoRA on q/k/v/o, which comes before QLoRA and before offload in the ladder."""
+    shape = _shape("qwen3-30b-a3b.json")
+    s = _settings(tuning="lora", gpus=1, gpu_memory_gb=80, seq_len=1024, cpu_memory_gb=100)
+    rec = memory.recommend(shape, s)
+    assert rec["fits"] and rec["strategy"] == "ddp" and not rec.get("tight")
+    assert rec["changes"][0].startswith("lora_target_modules=q_proj,k_proj,v_proj,o_proj")
+    narrow = dataclasses.replace(s, lora_targets="q_proj,k_proj,v_proj,o_proj")
+    wide = memory.estimate_strategy(shape, s, "ddp")
+    assert memory.estimate_strategy(shape, narrow, "ddp").total < wide.total
+    assert not memory.fits_with_margin(wide, s)
+    # a dense model has no expert stacks: all-linear stays as asked
+    dense = memory.recommend(_shape("llama-3.1-8b.json"), _settings(tuning="lora", gpus=1))
+    assert not any("lora_target_modules" in change for change in dense["changes"])

@@ -719,19 +719,53 @@ def _memory_variants(s: Settings) -> list:
     return variants
 
 
-def _tuning_variants(s: Settings) -> list:
+# Attention projections LoRA can target instead of all-linear (MLA names for DeepSeek).
+ATTENTION_TARGETS = (
+    "q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa",
+    "kv_b_proj",
+)  # fmt: skip
+
+
+def _tuning_variants(shape: ModelShape, s: Settings) -> list:
+    """As given, then LoRA, then QLoRA. On MoE models where all-linear adapts the fused expert
+    stacks (each MoE layer then keeps a merged copy of them), LoRA and QLoRA on the attention
+    projections alone come right after their all-linear form."""
     variants = [(s, [])]
-    target = f"LoRA r={s.lora_r} on {s.lora_targets}"
-    if s.tuning == "full":
-        variants.append((replace(s, tuning="lora"), [f"use_peft=True ({target})"]))
-    if s.tuning != "qlora":
-        variants.append(
-            (
-                replace(s, tuning="qlora"),
-                [f"use_peft=True, load_in_4bit=True (QLoRA NF4, {target})"],
-            )
-        )
+    tunings = ["lora"] if s.tuning == "full" else []
+    tunings += ["qlora"] if s.tuning != "qlora" else []
+    for tuning in tunings:
+        variants.append((replace(s, tuning=tuning), [_peft_change(tuning, s)]))
+    narrow = _attention_only(shape, s)
+    if narrow:
+        for tuned, changes in list(variants):
+            if tuned.tuning != "full":
+                slim = replace(tuned, lora_targets=narrow)
+                change = (
+                    _peft_change(tuned.tuning, slim)
+                    if changes
+                    else (
+                        f"lora_target_modules={narrow} (attention only: all-linear adapts the MoE "
+                        "expert stacks, and each MoE layer then keeps a merged copy of them)"
+                    )
+                )
+                index = variants.index((tuned, changes)) + 1
+                variants.insert(index, (slim, [change]))
     return variants
+
+
+def _peft_change(tuning: str, s: Settings) -> str:
+    target = f"LoRA r={s.lora_r} on {s.lora_targets}"
+    if tuning == "qlora":
+        return f"use_peft=True, load_in_4bit=True (QLoRA NF4, {target})"
+    return f"use_peft=True ({target})"
+
+
+def _attention_only(shape: ModelShape, s: Settings) -> str | None:
+    """The attention-only target list, when all-linear adapts MoE expert stacks."""
+    if s.lora_targets != "all-linear" or not shape.lora_dims.get("experts"):
+        return None
+    names = [name for name in ATTENTION_TARGETS if name in shape.lora_dims]
+    return ",".join(names) or None
 
 
 def _optimizer_variants(s: Settings) -> list:
@@ -894,7 +928,7 @@ def candidate_plans(shape: ModelShape, s: Settings) -> list:
     changed (see _vllm_variants); each on DDP before sharding, with checkpointing / smaller
     micro-batches. Then the offload ladder per tuning: optimizer offload (ZeRO-Offload) before
     parameter offload."""
-    tunings = _tuning_variants(s)
+    tunings = _tuning_variants(shape, s)
     plans = []
     for tuned, tuning_changes in tunings:
         for optimized, optimizer_changes in _optimizer_variants(tuned):
