@@ -175,10 +175,11 @@ def _deepspeed_file_and_keys(launch: Launch) -> str | None:
         clashing.append("mixed_precision")
     if not clashing:
         return None
+    ignored = [*DEEPSPEED_FILE_CONFLICTS, "mixed_precision"]  # accelerate's list, in its order
     return (
-        f"deepspeed_config_file together with {', '.join(clashing)}: accelerate raises "
-        "'When using `deepspeed_config_file`, the following accelerate config variables will "
-        "be ignored'"
+        "When using `deepspeed_config_file`, the following accelerate config variables will be "
+        f"ignored: {ignored}. (The config sets {', '.join(clashing)} next to "
+        "deepspeed_config_file.)"
     )
 
 
