@@ -372,3 +372,30 @@ def test_backticked_commands_start_with_python(skill):
         if re.match(r"scripts/\S+\.py\s", t)
     ]
     assert not bad, f"write `python scripts/...`: {bad}"
+
+
+ROUTES = {
+    # what the user brings -> the script the routing sends the agent to first
+    r"error message|traceback|log": "scripts/diagnose.py",
+    r"about to run a command": "scripts/preflight.py",
+    r"will it fit": "scripts/estimate_memory.py",
+    r"what is installed": "scripts/check_optional_backends.py",
+}
+
+
+def test_routing_is_a_decision_tree_over_the_scripts(skill):
+    """Issue 12/11/10: SKILL.md routes by what the user brings; an agent with a log runs the
+    diagnoser before it opens the troubleshooting reference; scripts are run, not read."""
+    body = skill["body"]
+    routing = body[body.index("## Routing") : body.index("## Safe workflow")]
+    items = re.split(r"\n- ", routing)
+    for trigger, script in ROUTES.items():
+        matching = [item for item in items if re.search(trigger, item.split(":")[0])]
+        assert matching, f"no routing item is triggered by {trigger!r}"
+        assert script in matching[0], (trigger, script, matching[0][:120])
+    log_item = next(item for item in items if re.search(ROUTES_LOG, item.split(":")[0]))
+    assert log_item.index("scripts/diagnose.py") < log_item.index("references/troubleshooting.md")
+    assert re.search(r"`--help`.*do not read its source", routing, re.S)
+
+
+ROUTES_LOG = next(iter(ROUTES))
