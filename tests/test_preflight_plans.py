@@ -566,3 +566,18 @@ def test_other_trl_release_on_the_target():
     # TRL 1.16.0 here would judge another release than the target's: the table is used.
     auto = judge(SFT, (other,), use_trl="auto")
     assert "the target has TRL 1.15.2, this Python TRL 1.16.0" in auto["plan"]["trl_parser"]
+
+
+def test_a_misspelt_option_gets_its_right_spelling():
+    """The fix of a refused argument names the closest TRL option, whichever parser refuses it."""
+    report = judge([*SFT, "--learnig_rate", "1e-5"], ("l4",))
+    found = finding(report, "accelerate-rejects-argument")
+    assert found["fix"] == "did you mean --learning_rate (not --learnig_rate)"
+    script = ["accelerate", "launch", "--multi_gpu", "--num_processes", "4",
+              f"{TRL_SCRIPTS}/sft.py", *M, *D, "--per_device_train_batchsize", "2"]  # fmt: skip
+    found = finding(judge(script, ("a100_80gb_4x",)), "script-unknown-arguments")
+    assert "--per_device_train_batch_size (not --per_device_train_batchsize)" in found["fix"]
+    nothing_close = finding(
+        judge([*SFT, "--warp_drive", "1"], ("l4",)), "accelerate-rejects-argument"
+    )
+    assert "did you mean" not in nothing_close["fix"]

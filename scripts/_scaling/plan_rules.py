@@ -8,9 +8,11 @@ A check reads a `PlanView` and returns None, the message, or (message, fix)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Callable, NamedTuple
 
 from .environment import redact_url_credentials
+from .trl_args import suggest
 from .versions import release_line
 
 ONLINE = ("grpo", "rloo", "distillation")  # trainers that generate and validate a generation batch
@@ -129,24 +131,48 @@ def _failure(kind: str):
     return check
 
 
-def _script_unknown_args(view: PlanView) -> str | None:
+def _unrecognized(view: PlanView) -> object:
+    """accelerate refuses what TRL passed on; a misspelt TRL option gets its right spelling."""
+    message = _failure("accelerate-rejects-argument")(view)
+    if not message:
+        return None
+    names = re.findall(r"--?[\w-]+", message.rpartition("unrecognized arguments:")[2])
+    return _with_spelling(view, message, names)
+
+
+def _with_spelling(view: PlanView, message: str, names: list) -> object:
+    """(message, fix naming the closest TRL option of each misspelt name), or the message."""
+    if not view.trainer:
+        return message
+    fixes = [
+        f"{right} (not {name})"
+        for name in names
+        for right in [suggest(name, view.trainer)]
+        if right
+    ]
+    return (message, f"did you mean {', '.join(fixes)}") if fixes else message
+
+
+def _script_unknown_args(view: PlanView) -> object:
     if view.script_kind != "trl-script" or not view.unknown_args:
         return None
-    return (
+    message = (
         f"Some specified arguments are not used by the HfArgumentParser: {list(view.unknown_args)}"
     )
+    return _with_spelling(view, message, [a for a in view.unknown_args if a.startswith("-")])
 
 
-def _user_script_unknown_args(view: PlanView) -> str | None:
+def _user_script_unknown_args(view: PlanView) -> object:
     if view.script_kind != "user" or not view.unknown_args or not view.trainer:
         return None
     names = [a for a in view.unknown_args if a.startswith("-")]
     if not names:
         return None
-    return (
+    message = (
         f"{', '.join(names)} not an argument of ScriptArguments, {_config_class(view)}, "
         "ModelConfig or DatasetMixtureConfig"
     )
+    return _with_spelling(view, message, names)
 
 
 def _config_class(view: PlanView) -> str:
@@ -777,8 +803,7 @@ PLAN_RULES = (
              "argparse converts only text, so a recipe's list, mapping or bool reaches the "
              "config as it is, and its checks or the trainer fail on it",
              "TRL 1.16.0 trl/scripts/utils.py set_defaults_with_config (action.default)"),
-    PlanRule("accelerate-rejects-argument", "error", "launch",
-             _failure("accelerate-rejects-argument"),
+    PlanRule("accelerate-rejects-argument", "error", "launch", _unrecognized,
              "fix the spelling; every argument TRL does not know goes to `accelerate launch`",
              "`trl` hands every argument its dataclasses do not know (from the command line or "
              "the recipe) to `accelerate launch`, whose parser refuses unknown names",

@@ -365,11 +365,6 @@ class VllmProbe:
         report["seconds"] = round(time.perf_counter() - self.start, 3)
 
 
-def probe_vllm_server(url: str, timeout: float) -> dict:
-    """Facts from a running vLLM server; never raises, never runs past `timeout` in all."""
-    return VllmProbe(url, timeout).finish()
-
-
 def split_credentials(url: str) -> tuple:
     """('http://host:port/...', 'Basic ...' or None) from 'http://user:password@host:port/...'."""
     import base64

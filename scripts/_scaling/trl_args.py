@@ -12,7 +12,7 @@ import importlib.util
 import os
 from typing import NamedTuple
 
-from . import arg_parsers, launch_tables, probes
+from . import arg_parsers, probes
 from .files import ConfigFileError, load_config_file
 
 PROBE_TIMEOUT_S = 90.0  # importing TRL takes 3-10 s; a hung import is cut off
@@ -116,10 +116,6 @@ def _holds(kind: str, value: object) -> bool:
     if kind.startswith("list:"):
         return isinstance(value, list)
     return True  # text, choices and classes: TRL's own checks decide
-
-
-def known_trainers() -> tuple:
-    return launch_tables.TRAINERS
 
 
 def suggest(name: str, trainer: str) -> str | None:
