@@ -27,6 +27,7 @@ import re  # noqa: E402
 from _scaling import cli, facts  # noqa: E402
 from _scaling.files import read_text  # noqa: E402
 from _scaling.memory import (  # noqa: E402
+    DTYPE_ALIASES,
     DTYPE_BYTES,
     GB,
     GIB,
@@ -169,9 +170,6 @@ MAX_GPUS = 100_000
 MAX_SEQ_LEN = 2**24
 MAX_COUNT = 1_000_000  # batch sizes, accumulation steps, generations, LoRA rank
 MAX_GIB = 100_000
-
-
-DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
 
 
 def _dtype(text: str) -> str:

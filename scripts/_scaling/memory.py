@@ -37,6 +37,8 @@ TRAINERS = ("sft", "dpo", "grpo", "rloo", "reward", "kto")
 OPTIMIZERS = ("adamw", "adamw_8bit", "paged_adamw", "paged_adamw_8bit", "adafactor", "sgd")
 EIGHT_BIT_OPTIMIZERS = ("adamw_8bit", "paged_adamw_8bit")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+# torch names (TRL dtype choices) of the estimator dtypes
+DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
 # NF4 with double quantization (QLoRA paper sec. 2): 4 bits + 8-bit absmax per 64 weights + one fp32
 # second-level constant per 256 blocks = 4 + 8/64 + 32/(64*256) bits per weight.
 NF4_DQ_BYTES = (4 + 8 / 64 + 32 / (64 * 256)) / 8

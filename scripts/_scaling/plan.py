@@ -262,7 +262,6 @@ def memory_view(collected: Collected, view: plan_rules.PlanView) -> dict:
     }
 
 
-DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16"}
 OPTIMIZERS = {
     "adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_8bit": "adamw_8bit",
     "adamw_bnb_8bit": "adamw_8bit", "paged_adamw_32bit": "paged_adamw",
@@ -293,7 +292,7 @@ def memory_settings(view: plan_rules.PlanView, gpu_gb: float, collected: Collect
         "tuning": tuning,
         "lora_r": int(trl.get("lora_r") or 16),
         "lora_targets": ",".join(trl.get("lora_target_modules") or []) or "all-linear",
-        "dtype": DTYPES.get(dtype, "fp32"),
+        "dtype": memory.DTYPE_ALIASES.get(dtype, "fp32"),
         "optimizer": OPTIMIZERS.get(str(trl.get("optim")), "adamw"),
         "seq_len": sequence_length(view),
         "batch_size": int(trl.get("per_device_train_batch_size") or 8),
