@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from _scaling import activations, memory
+from _scaling import activations, memory, trl_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "references" / "backend-selection.md"
@@ -58,8 +58,8 @@ def test_vllm_figures(section):
     )
     llama = json.loads((CONFIGS / "llama-3.1-8b.json").read_text(encoding="utf-8"))
     assert number(r"\(([\d,]+) for Llama-3.1\)", section) == llama["max_position_embeddings"]
-    assert number(r"TRL's (\d+) for GRPO", section) == memory.DEFAULT_NUM_GENERATIONS["grpo"]
-    assert number(r"(\d+) for RLOO", section) == memory.DEFAULT_NUM_GENERATIONS["rloo"]
+    assert number(r"TRL's (\d+) for GRPO", section) == trl_batch.DEFAULT_NUM_GENERATIONS["grpo"]
+    assert number(r"(\d+) for RLOO", section) == trl_batch.DEFAULT_NUM_GENERATIONS["rloo"]
 
 
 def test_margin_and_units(section):

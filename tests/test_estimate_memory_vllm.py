@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _scaling import memory, model_shape
+from _scaling import memory, model_shape, trl_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "estimate_memory.py"
@@ -75,8 +75,8 @@ def test_vllm_defaults_match_installed_trl():
         assert d["per_device_train_batch_size"] == s.batch_size
         assert d["gradient_accumulation_steps"] == s.gradient_accumulation_steps
         assert d["steps_per_generation"] is s.steps_per_generation is None
-    assert _defaults(GRPOConfig)["num_generations"] == memory.DEFAULT_NUM_GENERATIONS["grpo"]
-    assert _defaults(RLOOConfig)["num_generations"] == memory.DEFAULT_NUM_GENERATIONS["rloo"]
+    assert _defaults(GRPOConfig)["num_generations"] == trl_batch.DEFAULT_NUM_GENERATIONS["grpo"]
+    assert _defaults(RLOOConfig)["num_generations"] == trl_batch.DEFAULT_NUM_GENERATIONS["rloo"]
     serve = _defaults(ScriptArguments)
     assert serve["gpu_memory_utilization"] == memory.VLLM_DEFAULT_UTILIZATION["server"]
     assert serve["tensor_parallel_size"] == serve["data_parallel_size"] == 1

@@ -26,6 +26,7 @@ Layout, one concern per module:
   trl_probe        run in a child by trl_args: TRL's parser and configs at a world size
   launch           facts: a planned COMMAND resolved as trl/accelerate/torchrun will run it
   model_source     facts: a model's config.json from a local folder or the local HF cache
+  trl_batch        knowledge: TRL's generation-batch rules for GRPO/RLOO, on plain numbers
   plan_rules       knowledge: rules for a planned TRL run (world size, vLLM, PEFT, nodes)
   plan             judge: the preflight's findings for a resolved plan
   plan_report      render: the preflight's report as JSON or text

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 
-from . import activations
+from . import activations, trl_batch
 from .cli import UsageError
 from .model_shape import PEFT_MOE_REMAPPED_TYPES, ModelShape, lora_param_count
 
@@ -52,13 +52,11 @@ FUSED_VOCAB_TILE = 32768
 # RLOOConfig.beta = 0.05; DPO and KTO build a reference model unless PEFT is used or
 # precompute_ref_log_probs is set (outside FSDP); SFT and reward have none.
 DEFAULT_BETA = {"grpo": 0.0, "rloo": 0.05}
-# GRPOConfig.num_generations = 8, RLOOConfig.num_generations = 2 (TRL 1.16.0).
-DEFAULT_NUM_GENERATIONS = {"grpo": 8, "rloo": 2}
 # Trainers whose 1.16.0 default loss goes through add_fused_lm_head (no full logits).
 FUSED_LOSS_TRAINERS = ("sft", "dpo", "kto", "grpo", "rloo")
 # DPO and reward collators put chosen and rejected sequences in one batch of 2 x batch_size.
 PAIRED_TRAINERS = ("dpo", "reward")
-ONLINE_TRAINERS = ("grpo", "rloo")
+ONLINE_TRAINERS = trl_batch.GROUPED_TRAINERS
 
 # Host RAM of offloaded states. DeepSpeed 0.19's estimate_zero2/zero3_model_states_mem_needs count
 # 16 bytes per parameter on the CPU for optimizer offload (fp32 master, two fp32 Adam moments, fp32
@@ -499,12 +497,12 @@ def steps_per_generation(s: Settings) -> int:
 
 
 def num_generations(s: Settings) -> int:
-    return s.num_generations or DEFAULT_NUM_GENERATIONS.get(s.trainer, 0)
+    return s.num_generations or trl_batch.DEFAULT_NUM_GENERATIONS.get(s.trainer, 0)
 
 
 def generation_batch(s: Settings) -> int:
     """GRPOConfig/RLOOConfig generation_batch_size: completions generated at once, all GPUs."""
-    return s.batch_size * s.gpus * steps_per_generation(s)
+    return trl_batch.generation_batch(s.batch_size, s.gpus, steps_per_generation(s))
 
 
 def vllm_sequences(s: Settings) -> int:
@@ -592,19 +590,16 @@ def check_settings(shape: ModelShape, s: Settings) -> None:
 
 def _check_generation_batch(s: Settings) -> None:
     """GRPOConfig/RLOOConfig.__post_init__ (TRL 1.16.0) at this world size."""
-    name = s.trainer.upper()
     count = num_generations(s)
-    if count < 2:
+    problem = trl_batch.minimum_problem(s.trainer, count)
+    if problem:
+        raise UsageError(problem)
+    for _, message in trl_batch.batch_problems(
+        s.batch_size, s.gpus, count, steps_per_generation(s)
+    ):
         raise UsageError(
-            f"{name} requires at least 2 generations per prompt to calculate the advantages. "
-            f"You provided {count}, which is less than the minimum required."
-        )
-    batch = generation_batch(s)
-    if batch % count:
-        raise UsageError(
-            f"generation_batch_size ({batch}) must be divisible by num_generations ({count}). "
-            f"({name}Config: per_device_train_batch_size x GPUs x steps_per_generation = "
-            f"{s.batch_size} x {s.gpus} x {steps_per_generation(s)})"
+            f"{message} ({s.trainer.upper()}Config: per_device_train_batch_size x GPUs x "
+            f"steps_per_generation = {s.batch_size} x {s.gpus} x {steps_per_generation(s)})"
         )
 
 

@@ -11,12 +11,13 @@ import json
 import re
 from typing import Callable, NamedTuple
 
+from . import trl_batch
 from .environment import redact_url_credentials
 from .trl_args import suggest
 from .versions import release_line
 
 ONLINE = ("grpo", "rloo", "distillation")  # trainers that generate and validate a generation batch
-GROUPED = ("grpo", "rloo")  # trainers whose generation batch holds groups of num_generations
+GROUPED = trl_batch.GROUPED_TRAINERS  # generation batches hold groups of num_generations
 LM_HEAD_TRAINERS = ("sft", "dpo", "grpo", "rloo", "kto", "distillation")
 LIGER_TRAINERS = ("sft", "dpo", "grpo", "rloo", "kto")
 LOCAL_HOSTS = ("0.0.0.0", "localhost", "127.0.0.1", "::1", "")
@@ -234,43 +235,19 @@ def _idle_gpus(view: PlanView) -> str | None:
 def generation_batches(view: PlanView, world: int) -> list:
     """[(check name, message)] GRPOConfig/RLOOConfig.__post_init__ would raise at `world`."""
     per_device = int(_trl(view, "per_device_train_batch_size", 8))
-    accumulation = int(_trl(view, "gradient_accumulation_steps", 1))
-    batch, steps = view.trl.get("generation_batch_size"), view.trl.get("steps_per_generation")
-    found = []
-    if batch is None and steps is None:
-        batch = per_device * world * accumulation
-    elif batch is not None and steps is None:
-        if batch % (per_device * world):
-            found.append((
-                "global",
-                f"generation_batch_size ({batch}) must be divisible by the global batch size "
-                f"({per_device * world}).",
-            ))  # fmt: skip
-    elif batch is None:
-        batch = per_device * world * steps
-    else:
-        found.append((
-            "both",
-            "'generation_batch_size' and 'steps_per_generation' can not be both configured at "
-            "the same time",
-        ))  # fmt: skip
-        return found
-    generations = view.trl.get("num_generations")
-    if _trl(view, "eval_strategy", "no") != "no":
-        eval_generations = view.trl.get("num_generations_eval") or generations
+    found = trl_batch.batch_problems(
+        per_device,
+        world,
+        view.trl.get("num_generations"),
+        int(_trl(view, "gradient_accumulation_steps", 1)),
+        view.trl.get("generation_batch_size"),
+        view.trl.get("steps_per_generation"),
+    )
+    if _trl(view, "eval_strategy", "no") != "no" and not any(k == "both" for k, _ in found):
+        eval_generations = view.trl.get("num_generations_eval") or view.trl.get("num_generations")
         eval_batch = int(_trl(view, "per_device_eval_batch_size", 8))
-        if eval_generations and (eval_batch * world) % eval_generations:
-            found.append((
-                "eval",
-                f"The global eval batch size ({eval_batch} * {world}) must be divisible by the "
-                f"number of generations used for evaluation ({eval_generations}).",
-            ))  # fmt: skip
-    if generations and batch % generations:
-        found.append((
-            "groups",
-            f"generation_batch_size ({batch}) must be divisible by num_generations "
-            f"({generations}).",
-        ))  # fmt: skip
+        problem = trl_batch.eval_problem(eval_batch, world, eval_generations)
+        found += [("eval", problem)] if problem else []
     return found
 
 
@@ -315,13 +292,9 @@ def _generation_fix(view: PlanView, world: int) -> str:
 
 def _num_generations_minimum(view: PlanView) -> str | None:
     generations = view.trl.get("num_generations")
-    if view.trainer not in GROUPED or generations is None or generations >= 2:
+    if view.trainer not in GROUPED or generations is None:
         return None
-    name = "GRPO" if view.trainer == "grpo" else "RLOO"
-    return (
-        f"{name} requires at least 2 generations per prompt to calculate the advantages. You "
-        f"provided {generations}, which is less than the minimum required."
-    )
+    return trl_batch.minimum_problem(view.trainer, generations)
 
 
 def _auto_find_batch_size(view: PlanView) -> str | None:
