@@ -182,6 +182,13 @@ def trl_specs(trainer: str) -> tuple:
     return launch_tables.TRL_COMMON_ARGUMENTS + launch_tables.TRL_TRAINER_ARGUMENTS[trainer]
 
 
+def trl_default(trainer: str | None, dest: str) -> object:
+    """TRL 1.16.0's default of a `trl <trainer>` argument (None if unknown)."""
+    if trainer not in launch_tables.TRL_TRAINER_ARGUMENTS:
+        return None
+    return next((spec[2] for spec in trl_specs(trainer) if spec[0] == dest), None)
+
+
 def trl_parser(trainer: str, prog: str) -> argparse.ArgumentParser:
     """The parser of `trl <trainer>` (HfArgumentParser keeps argparse's abbreviations)."""
     return build_parser(trl_specs(trainer), prog)

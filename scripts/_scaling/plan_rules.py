@@ -11,7 +11,7 @@ import json
 import re
 from typing import Callable, NamedTuple
 
-from . import trl_batch
+from . import arg_parsers, trl_batch
 from .environment import redact_url_credentials
 from .trl_args import suggest
 from .versions import release_line
@@ -116,7 +116,10 @@ def effective_trl(values: dict, script_kind: str) -> dict:
 
 
 def _trl(view: PlanView, name: str, default: object = None) -> object:
-    value = view.trl.get(name, default)
+    """The plan's value of a TRL argument, else TRL's default for the trainer, else `default`."""
+    value = view.trl.get(name)
+    if value is None:
+        value = arg_parsers.trl_default(view.trainer, name)
     return default if value is None else value
 
 
@@ -234,18 +237,18 @@ def _idle_gpus(view: PlanView) -> str | None:
 
 def generation_batches(view: PlanView, world: int) -> list:
     """[(check name, message)] GRPOConfig/RLOOConfig.__post_init__ would raise at `world`."""
-    per_device = int(_trl(view, "per_device_train_batch_size", 8))
+    per_device = int(_trl(view, "per_device_train_batch_size"))
     found = trl_batch.batch_problems(
         per_device,
         world,
         view.trl.get("num_generations"),
-        int(_trl(view, "gradient_accumulation_steps", 1)),
+        int(_trl(view, "gradient_accumulation_steps")),
         view.trl.get("generation_batch_size"),
         view.trl.get("steps_per_generation"),
     )
-    if _trl(view, "eval_strategy", "no") != "no" and not any(k == "both" for k, _ in found):
+    if _trl(view, "eval_strategy") != "no" and not any(k == "both" for k, _ in found):
         eval_generations = view.trl.get("num_generations_eval") or view.trl.get("num_generations")
-        eval_batch = int(_trl(view, "per_device_eval_batch_size", 8))
+        eval_batch = int(_trl(view, "per_device_eval_batch_size"))
         problem = trl_batch.eval_problem(eval_batch, world, eval_generations)
         found += [("eval", problem)] if problem else []
     return found
@@ -265,11 +268,9 @@ def _generation(kind: str):
 
 
 def _generation_fix(view: PlanView, world: int) -> str:
-    generations = int(_trl(view, "num_generations", 2) or 2)
-    per_device = int(_trl(view, "per_device_train_batch_size", 8))
-    steps = int(
-        _trl(view, "steps_per_generation", 0) or _trl(view, "gradient_accumulation_steps", 1)
-    )
+    generations = int(_trl(view, "num_generations") or 2)
+    per_device = int(_trl(view, "per_device_train_batch_size"))
+    steps = int(_trl(view, "steps_per_generation", 0) or _trl(view, "gradient_accumulation_steps"))
     where = (
         "TRL builds the config in the `trl` process with world size 1 before launching, so "
         "the batch of one process must hold whole groups: "
@@ -376,9 +377,9 @@ def _vllm_mode_invalid(view: PlanView) -> str | None:
 
 
 def _tp_divides_world(view: PlanView) -> str | None:
-    tp = int(_trl(view, "vllm_tensor_parallel_size", 1))
     if not _colocate(view):
         return None
+    tp = int(_trl(view, "vllm_tensor_parallel_size"))
     if tp == 0:
         return "integer modulo by zero"  # ZeroDivisionError from the same check
     if view.world_size % tp == 0:
@@ -407,8 +408,8 @@ def _server_url(view: PlanView) -> tuple:
             )
         except ValueError:
             return base, "", None
-    host = str(_trl(view, "vllm_server_host", "0.0.0.0"))
-    port = int(_trl(view, "vllm_server_port", 8000))
+    host = str(_trl(view, "vllm_server_host"))
+    port = int(_trl(view, "vllm_server_port"))
     return f"http://{host}:{port}", host, port
 
 
@@ -418,7 +419,7 @@ def _server_unreachable(view: PlanView) -> object:
     base, host, port = _server_url(view)
     if port == view.server.port and (host in LOCAL_HOSTS or host == view.server.host):
         return None
-    timeout = float(_trl(view, "vllm_server_timeout", 240.0))
+    timeout = float(_trl(view, "vllm_server_timeout"))
     message = (
         f"The vLLM server can't be reached at {redact_url_credentials(base)} after {timeout} "
         "seconds. Make sure the "
@@ -490,7 +491,7 @@ def _server_missing(view: PlanView) -> str | None:
 def _group_port_clash(view: PlanView) -> str | None:
     if not _server_mode(view):
         return None
-    group = int(_trl(view, "vllm_group_port", 51216))
+    group = int(_trl(view, "vllm_group_port"))
     main = view.accelerate.get("main_process_port") or DEFAULT_MAIN_PORT
     _, _, server_port = _server_url(view)
     if group == main:
@@ -509,7 +510,7 @@ def _group_port_remote(view: PlanView) -> str | None:
     _, host, port = _server_url(view)
     if host in LOCAL_HOSTS:
         return None
-    group = int(_trl(view, "vllm_group_port", 51216))
+    group = int(_trl(view, "vllm_group_port"))
     return (
         f"the vLLM server at {host}:{port} must reach TCP port {group} (vllm_group_port) on "
         "this trainer's host for the weight sync; open it in the firewall between them"
@@ -519,8 +520,8 @@ def _group_port_remote(view: PlanView) -> str | None:
 def _server_timeout_exceeds_ddp(view: PlanView) -> str | None:
     if not _server_mode(view) or view.world_size < 2:
         return None
-    timeout = float(_trl(view, "vllm_server_timeout", 240.0))
-    ddp = int(_trl(view, "ddp_timeout", 1800))
+    timeout = float(_trl(view, "vllm_server_timeout"))
+    ddp = int(_trl(view, "ddp_timeout"))
     if timeout <= ddp:
         return None
     return (
