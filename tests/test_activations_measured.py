@@ -480,28 +480,36 @@ def test_layer_kinds_match_the_modules_transformers_builds(case):
 HEAD_DIM_TYPES = [name for name in model_shape.SUPPORTED_MODEL_TYPES if name != "deepseek_v3"]
 
 
+def _one_layer(model_type: str, **attention) -> dict:
+    """A one-layer config.json of a family, with one expert of each kind for the MoE ones."""
+    return {
+        "model_type": model_type,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "vocab_size": 64,
+        "num_local_experts": 2,
+        "num_experts": 2,
+        "num_experts_per_tok": 1,
+        "moe_intermediate_size": 64,
+        **attention,
+    }
+
+
+def _on_meta(config: dict):
+    """The model transformers builds from `config`, on the meta device (no memory)."""
+    with torch.device("meta"), no_init_weights():
+        return transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model(**config)
+        )
+
+
 @pytest.mark.parametrize("model_type", HEAD_DIM_TYPES)
 def test_head_dim_default_is_the_config_class_one(model_type):
     """A config.json without head_dim: the width of q_proj transformers builds, per head, is what
     activations.head_dim (the one table, also behind model_shape's counts) reads. Qwen3 and the
     Gemma family default to a fixed width, not hidden / heads."""
-    config = {
-        "model_type": model_type,
-        "hidden_size": 512,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 8,
-        "intermediate_size": 64,
-        "num_hidden_layers": 1,
-        "vocab_size": 64,
-        # MoE families: one expert of each kind
-        "num_local_experts": 2,
-        "num_experts": 2,
-        "num_experts_per_tok": 1,
-        "moe_intermediate_size": 64,
-    }
-    hf_config = transformers.AutoConfig.for_model(**config)
-    with torch.device("meta"), no_init_weights():
-        model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    config = _one_layer(model_type, hidden_size=512, num_attention_heads=8, num_key_value_heads=8)
+    model = _on_meta(config)
     built = model.model.layers[0].self_attn.q_proj.out_features // 8
     assert activations.head_dim(config) == built
     assert model_shape.count_params(config).head_dim == built
@@ -512,22 +520,8 @@ def test_kv_heads_default_is_the_config_class_one(model_type):
     """A config.json without num_key_value_heads: Mistral, Qwen and Gemma configs default to a
     fixed count, Llama's to the head count. activations.kv_heads (also behind model_shape's counts
     and the vLLM KV cache) must read what transformers builds."""
-    config = {
-        "model_type": model_type,
-        "hidden_size": 1024,
-        "num_attention_heads": 32,
-        "head_dim": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 1,
-        "vocab_size": 64,
-        "num_local_experts": 2,
-        "num_experts": 2,
-        "num_experts_per_tok": 1,
-        "moe_intermediate_size": 64,
-    }
-    hf_config = transformers.AutoConfig.for_model(**config)
-    with torch.device("meta"), no_init_weights():
-        model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    config = _one_layer(model_type, hidden_size=1024, num_attention_heads=32, head_dim=32)
+    model = _on_meta(config)
     built = model.model.layers[0].self_attn.k_proj.out_features // 32
     assert activations.kv_heads(config) == built
     assert model_shape.count_params(config).kv_heads == built
@@ -551,9 +545,7 @@ def test_moe_layers_are_the_ones_transformers_builds(fixture, overrides):
     config = json.loads((CONFIGS / f"{fixture}.json").read_text())
     config.update(overrides, num_hidden_layers=7)
     config = {k: v for k, v in config.items() if v is not None}
-    hf_config = transformers.AutoConfig.for_model(**config)
-    with torch.device("meta"), no_init_weights():
-        model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    model = _on_meta(config)
     built = [hasattr(layer.mlp, "experts") for layer in model.model.layers]
     rule = [activations.is_moe_layer(config, i) for i in range(7)]
     assert rule == built, (rule, built)
