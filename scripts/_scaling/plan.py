@@ -13,7 +13,7 @@ from typing import NamedTuple
 from . import launch, memory, model_shape, plan_rules, trl_args, verdicts
 from .accelerators import VISIBILITY_VARIABLES, parse_visible_devices
 from .cli import UsageError
-from .config_rules import BACKEND_STAGES, Launch
+from .config_rules import BACKEND_STAGES, TRL_DEFAULTS, Launch
 from .environment import redact, redact_url_credentials
 from .facts import host_ram_bytes
 from .model_source import find_model_config, read_model_config
@@ -190,11 +190,12 @@ def launch_rule_findings(view: plan_rules.PlanView, collected: Collected) -> lis
     r = collected.resolved
     findings = []
     for node in view.nodes:
-        trl = view.trl or {"gradient_checkpointing": True}  # TRL's default
+        trl = view.trl or dict(TRL_DEFAULTS)
         launch_view = Launch(
             r.values, trl, len(node.visible), node.ctx.min_cc, r.flags, config_path(r)
         )
-        for finding in verdicts.launch_findings(launch_view, node.ctx):
+        backends = verdicts.judge_backends(node.ctx)
+        for finding in verdicts.launch_findings(launch_view, backends):
             backend = (
                 finding["id"][len("backend-") :] if finding["id"].startswith("backend-") else ""
             )

@@ -534,14 +534,14 @@ def launch_from_config(values: dict, ctx: Context, trl: dict | None = None) -> L
     return Launch(values, dict(TRL_DEFAULTS, **(trl or {})), gpus, ctx.min_cc)
 
 
-def launch_findings(launch: Launch, ctx: Context) -> list:
-    """Config-rule findings plus the verdicts of the backends the launch uses, when not ready."""
+def launch_findings(launch: Launch, backends: dict) -> list:
+    """Config-rule findings plus the verdicts (`judge_backends`) of the backends the launch
+    uses, when not ready."""
     findings = config_findings(launch)
     if any(f["id"] == "config-shape" for f in findings):
         return findings
-    verdicts = judge_backends(ctx)
     for setting, name in backends_used(launch):
-        verdict = verdicts[name]
+        verdict = backends[name]
         if verdict["status"] == READY:
             continue
         severity = "warning" if verdict["status"] == DEGRADED else "error"
@@ -554,12 +554,12 @@ def launch_findings(launch: Launch, ctx: Context) -> list:
     return findings
 
 
-def config_problems(ctx: Context) -> list:
+def config_problems(ctx: Context, backends: dict) -> list:
     """The accelerate config's problems as sentences (the check report's config.problems)."""
     values = (ctx.facts.get("config") or {}).get("values")
     if not isinstance(values, dict) or not values:
         return []
-    findings = launch_findings(launch_from_config(values, ctx), ctx)
+    findings = launch_findings(launch_from_config(values, ctx), backends)
     return [f"{f['message']}; {f['fix']}" if f.get("fix") else f["message"] for f in findings]
 
 
@@ -568,8 +568,9 @@ def judge(facts: dict) -> dict:
     ctx = make_context(facts)
     acc = facts.get("accelerators") or {}
     warnings = list(ctx.line_notes) + ((acc.get("visibility") or {}).get("problems") or [])
+    backends = judge_backends(ctx)
     return {
-        "backends": judge_backends(ctx),
-        "config_problems": config_problems(ctx),
+        "backends": backends,
+        "config_problems": config_problems(ctx, backends),
         "warnings": warnings + stack_warnings(ctx) + cross_check_warnings(ctx),
     }
