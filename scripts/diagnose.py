@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also under -I 
 import argparse  # noqa: E402
 import json  # noqa: E402
 
-from _scaling import cli, diagnosis, facts, troubleshooting  # noqa: E402
+from _scaling import cli, diagnosis, facts, troubleshooting, verdicts  # noqa: E402
 from _scaling.metadata import collect_packages  # noqa: E402
 
 SCHEMA_VERSION = 1
@@ -68,26 +68,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def read_log(source: "str | None") -> tuple:
-    """(text, truncated) from a path or '-'; a binary log is decoded with replacements."""
+    """(text, truncated) from a path or '-': at most the last MAX_LOG_BYTES, where runs fail;
+    a binary log is decoded with replacements."""
     if source is None:
         if sys.stdin is None or sys.stdin.isatty():
             raise cli.UsageError("give a log file, or - to read standard input")
         source = "-"
+    if source != "-" and os.path.isdir(source):
+        raise cli.UsageError(f"{source} is a directory, not a log")
     try:
         if source == "-":
-            data = sys.stdin.buffer.read()
+            data, truncated = _tail(sys.stdin.buffer)
         else:
-            if os.path.isdir(source):
-                raise cli.UsageError(f"{source} is a directory, not a log")
             with open(source, "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                size = fh.tell()
-                fh.seek(max(0, size - MAX_LOG_BYTES))
-                data = fh.read()
+                data, truncated = _tail(fh)
     except OSError as exc:
         raise cli.UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
-    truncated = len(data) >= MAX_LOG_BYTES and source != "-" and size > MAX_LOG_BYTES
     return data.decode("utf-8", "replace"), truncated
+
+
+def _tail(stream) -> tuple:
+    """(the last MAX_LOG_BYTES of a stream, whether anything before them was dropped)."""
+    if stream.seekable():
+        size = stream.seek(0, os.SEEK_END)
+        stream.seek(max(0, size - MAX_LOG_BYTES))
+        return stream.read(), size > MAX_LOG_BYTES
+    kept, dropped = b"", False
+    for chunk in iter(lambda: stream.read(2**20), b""):
+        kept += chunk
+        if len(kept) > MAX_LOG_BYTES:
+            kept, dropped = kept[-MAX_LOG_BYTES:], True
+    return kept, dropped
 
 
 def installed_versions(recorded: "str | None") -> tuple:
@@ -101,9 +112,7 @@ def installed_versions(recorded: "str | None") -> tuple:
     else:
         data = {"packages": collect_packages(sys.path, [])}
         source = "this interpreter"
-    packages = data["packages"]
-    versions = {n: p.get("version") for n, p in packages.items() if p.get("installed")}
-    return versions, source
+    return verdicts.installed_versions(data), source
 
 
 def load_entries(path: str) -> list:

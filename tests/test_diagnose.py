@@ -272,3 +272,28 @@ def test_nothing_in_the_log_is_run(tmp_path):
     log = f"$(touch {marker})\n`touch {marker}`\n__import__('os').system('touch {marker}')\n"
     run("-", stdin=log)
     assert not marker.exists()
+
+
+def test_a_long_log_is_read_from_its_end_from_a_file_or_a_pipe(monkeypatch):
+    """Runs fail at the end: past the size limit only the last bytes are read, from a seekable
+    file and from a pipe alike, and the report says so."""
+    import io
+
+    command = script_modules.load("diagnose")
+    monkeypatch.setattr(command, "MAX_LOG_BYTES", 10)
+    data = b"0123456789abcdefghij"
+
+    class Pipe(io.RawIOBase):
+        def __init__(self):
+            self.rest = data
+
+        def readable(self):
+            return True
+
+        def read(self, n=-1):
+            chunk, self.rest = self.rest[:3], self.rest[3:]
+            return chunk
+
+    assert command._tail(io.BytesIO(data)) == (b"abcdefghij", True)
+    assert command._tail(Pipe()) == (b"abcdefghij", True)
+    assert command._tail(io.BytesIO(data[:10])) == (data[:10], False)
