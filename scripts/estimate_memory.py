@@ -395,9 +395,8 @@ def model_shape(params: "float | None", config_path: "str | None", vocab: int) -
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """The parsed command line as Settings; args.gpus and args.gpu_memory_gb (the card size in
-    GiB), args.cpu_memory_gb and both sources must be filled in."""
-    if args.vllm_mode != "none" and args.trainer not in ("grpo", "rloo"):
-        raise cli.UsageError("--vllm-mode applies to --trainer grpo or rloo only")
+    GiB), args.cpu_memory_gb and both sources must be filled in. What TRL would refuse is
+    checked with the arithmetic (memory.check_settings)."""
     return Settings(
         trainer=args.trainer,
         tuning=args.tuning,
